@@ -1,0 +1,113 @@
+"""Command line for the checkers: ``python -m checkers queue HISTORY`` (and, later, run dirs).
+
+Exit status: 0 valid, 1 invalid, 2 unusable input. Unusable input is always reported as one
+line on stderr, never as a traceback, so scripts and CI logs can show it verbatim.
+
+A bare directory argument (``python -m checkers RUN_DIR``) is routed to :func:`check_run_dir`,
+the entry point for stored eos runs; new subcommands are added in :func:`build_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from checkers.queue import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_UNUSABLE = 2
+
+_SUBCOMMANDS = ("queue",)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; we want exactly one line and status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_UNUSABLE, f"{self.prog}: error: {message}\n")
+
+
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree; add a subparser here for each new checker."""
+    parser = _OneLineParser(
+        prog="python -m checkers",
+        description="Check stored histories. A bare RUN_DIR argument checks a stored eos run.",
+    )
+    sub = parser.add_subparsers(
+        dest="command", metavar="{queue} | RUN_DIR", parser_class=_OneLineParser
+    )
+    q = sub.add_parser("queue", help="check a Kafka queue-workload history (JSON or JSONL)")
+    q.add_argument("history", help="history file: JSON array, JSONL, or history format v1")
+    q.add_argument(
+        "--ww-deps",
+        action="store_true",
+        help="infer write-write dependencies from log order (G1c then allowed)",
+    )
+    q.add_argument(
+        "--sub-via",
+        choices=SUB_VIAS,
+        default="assign",
+        help="how consumers got partitions (subscribe allows poll skips)",
+    )
+    q.add_argument(
+        "--max-examples",
+        type=_non_negative,
+        default=8,
+        metavar="N",
+        help="examples kept per anomaly type (default 8)",
+    )
+    q.set_defaults(func=_run_queue)
+    return parser
+
+
+def _run_queue(args: argparse.Namespace) -> int:
+    try:
+        ops = load_queue_history(args.history)
+        result = check_queue(
+            ops, ww_deps=args.ww_deps, sub_via=args.sub_via, max_examples=args.max_examples
+        )
+    except HistoryInputError as e:
+        print(f"checkers queue: {e}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    json.dump(result, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return EXIT_VALID if result["valid"] else EXIT_INVALID
+
+
+def check_run_dir(path: str | Path) -> int:
+    """Check a stored eos run directory (placeholder until the eos checker exists)."""
+    print(f"checkers: eos run checking not implemented yet ({path})", file=sys.stderr)
+    return EXIT_UNUSABLE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, dispatch, and return the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    first = args_list[0] if args_list else ""
+    if first and not first.startswith("-") and first not in _SUBCOMMANDS and Path(first).is_dir():
+        if len(args_list) > 1:
+            parser.error(f"unexpected arguments after RUN_DIR: {' '.join(args_list[1:])}")
+        return check_run_dir(first)
+    args = parser.parse_args(args_list)
+    if getattr(args, "func", None) is None:
+        parser.error("expected a subcommand (queue) or a RUN_DIR")
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return EXIT_VALID

@@ -1,0 +1,495 @@
+"""A multi-node KRaft cluster on one machine: the substrate every test stands on.
+
+``Cluster`` composes the pieces: an installation (jars + toxiproxy), a slot (names, subnet
+and ports nobody else uses), a network (bridge + one namespace per node, or loopback), a
+toxiproxy in front of every node's client listener, and N combined broker+controller nodes.
+It is a context manager; leaving the block (normally, by exception, by Ctrl-C or SIGTERM)
+heals every fault, collects the evidence and removes everything it created. A harness that
+is SIGKILLed leaves its slot lock behind to be found and reaped by the next start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from harness import coordinators
+from harness.errors import HarnessError
+from harness.evidence import dump_log_segments
+from harness.install import Installation, ensure_installed
+from harness.network import BridgeNetwork, LoopbackNetwork, namespaces_available, subnet_in_use
+from harness.node import INTERNAL_PORT, KafkaNode
+from harness.runstate import MARKER_ENV, Slot, acquire_slot, new_run_id, reap_all
+from harness.toxiproxy import Toxiproxy
+from harness.waits import wait_for
+
+log = logging.getLogger("harness.cluster")
+
+PORT_BASE = int(os.environ.get("KAFKA_HARNESS_PORT_BASE", "21000"))
+PORTS_PER_SLOT = 20
+READY_TOPIC = "__harness_ready"
+INTERNAL_TOPIC_PARTITIONS = 10
+
+
+def default_broker_settings(nodes: int) -> dict[str, str]:
+    """Broker settings for a small, fast, safe test cluster (overridable per run)."""
+    rf = str(min(3, nodes))
+    isr = str(min(2, nodes))
+    return {
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "num.replica.fetchers": "1",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.cleaner.threads": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+        "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "false",
+        "unclean.leader.election.enable": "false",
+        "log.segment.bytes": str(64 * 1024 * 1024),
+    }
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _new_cluster_id() -> str:
+    """A KRaft cluster id (22 url-safe base64 chars) that a CLI parser cannot take for a flag."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if cid[0].isalnum():
+            return cid
+
+
+@dataclass
+class ClusterConfig:
+    """Everything that decides what cluster is built; printed into each run's evidence."""
+
+    nodes: int = 3
+    kafka_version: str | None = None
+    transaction_version: int | None = None
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    store: Path | None = None
+    slot: int | None = None
+    base_port: int | None = None
+    network: str = "auto"  # auto | netns | loopback
+    ready_timeout: float = 90.0
+    dump_logs: bool = True
+
+
+class Cluster:
+    """Start with ``with Cluster(ClusterConfig(...)) as c:``; see the module docstring."""
+
+    def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
+        self.config = config or ClusterConfig(**kwargs)
+        if self.config.nodes < 1:
+            raise HarnessError("a cluster needs at least one node")
+        if self.config.transaction_version not in (None, 0, 1, 2):
+            raise HarnessError("transaction.version must be 0, 1 or 2")
+        self.run_id = new_run_id()
+        self.install: Installation | None = None
+        self.slot: Slot | None = None
+        self.net: BridgeNetwork | LoopbackNetwork | None = None
+        self.toxiproxy: Toxiproxy | None = None
+        self.nodes: list[KafkaNode] = []
+        self.settings: dict[str, str] = {}
+        self.dir: Path | None = None
+        self.data_root: Path | None = None
+        self.cluster_id = _new_cluster_id()
+        self._admin: Any = None
+        self._stopped = False
+        self._old_sigterm: Any = None
+        self.timings: dict[str, float] = {}
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of every process we spawn: carries the run marker."""
+        return dict(os.environ, **{MARKER_ENV: self.run_id})
+
+    @property
+    def uses_netns(self) -> bool:
+        return isinstance(self.net, BridgeNetwork)
+
+    def _choose_network_mode(self) -> str:
+        mode = self.config.network
+        if mode == "auto":
+            if namespaces_available():
+                return "netns"
+            log.warning(
+                "network namespaces unavailable (needs root, ip and iptables): nodes share "
+                "loopback, partitions between nodes are impossible; fault fidelity is reduced"
+            )
+            return "loopback"
+        if mode == "netns" and not namespaces_available():
+            raise HarnessError("--network netns needs root, iproute2 and iptables")
+        if mode not in ("netns", "loopback"):
+            raise HarnessError(f"unknown network mode {mode!r} (auto, netns or loopback)")
+        return mode
+
+    def _ports(self, slot: int) -> list[int]:
+        base = self.config.base_port or PORT_BASE + slot * PORTS_PER_SLOT
+        return list(range(base, base + self.config.nodes + 1))
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        cfg = self.config
+        reap_all()
+        self.install = ensure_installed(cfg.kafka_version)
+        if (
+            cfg.transaction_version is not None
+            and not self.install.version.supports_transaction_version
+        ):
+            raise HarnessError(
+                f"Kafka {self.install.version} has no transaction.version feature (4.x only)"
+            )
+        mode = self._choose_network_mode()
+        if cfg.base_port is not None:
+            taken = [p for p in self._ports(0) if not _port_free(p)]
+            if taken:
+                raise HarnessError(
+                    f"port {taken[0]} on 127.0.0.1 is in use; choose another --base-port"
+                )
+
+        def usable(n: int) -> bool:
+            if mode == "netns" and subnet_in_use(n):
+                return False
+            return all(_port_free(p) for p in self._ports(n))
+
+        self.slot = acquire_slot(self.run_id, cfg.slot, usable)
+        self._install_signal_handlers()
+        atexit.register(self.stop)
+        slot = self.slot.number
+        self.net = (BridgeNetwork if mode == "netns" else LoopbackNetwork)(slot, cfg.nodes)
+        store = cfg.store or Path("store") / "clusters" / self.run_id
+        self.dir = Path(store).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        scratch = Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data"))
+        self.data_root = scratch / self.run_id
+        root_rules = self.net.forward_rules()
+        # Record intent before acting, so a crash in the middle is still fully reapable.
+        self.slot.state.netns = self.net.netns_names
+        self.slot.state.links = self.net.link_names
+        self.slot.state.root_iptables = root_rules
+        self.slot.state.dirs = [str(self.data_root)]
+        self.slot.save()
+        self.net.create()
+        self.net.add_root_rules(root_rules)
+        self.timings["network"] = time.monotonic() - t0
+
+        ports = self._ports(slot)
+        assert self.install is not None
+        self.toxiproxy = Toxiproxy(
+            self.install.toxiproxy_bin, ports[0], self.dir / "toxiproxy.log", self.env
+        )
+        self.toxiproxy.start()
+        self.settings = default_broker_settings(cfg.nodes)
+        self.settings.update(cfg.broker_settings)
+        voters = ",".join(f"{n.node_id}@{n.ip}:{9094}" for n in self.net.nodes)
+        for net in self.net.nodes:
+            node_dir = self.dir / "nodes" / f"n{net.node_id}"
+            proxy_port = ports[net.node_id]
+            self.toxiproxy.create_proxy(
+                self.proxy_name(net.node_id), f"127.0.0.1:{proxy_port}", f"{net.ip}:9092"
+            )
+            node = KafkaNode(
+                net.node_id, net, self.install, node_dir, ("127.0.0.1", proxy_port), self.env
+            )
+            node.data_dir = self.data_root / f"n{net.node_id}"
+            node.write_config(voters, self.settings)
+            self.nodes.append(node)
+        self._format()
+        self.timings["format"] = time.monotonic() - t0
+        for node in self.nodes:
+            node.start()
+        self.wait_ready(cfg.ready_timeout)
+        self.timings["ready"] = time.monotonic() - t0
+        log.info("cluster %s ready in %.1fs", self.run_id, self.timings["ready"])
+
+    def _format(self) -> None:
+        tv = self.config.transaction_version
+        procs = [
+            (
+                n,
+                subprocess.Popen(
+                    n.format_command(self.cluster_id, tv),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    text=True,
+                ),
+            )
+            for n in self.nodes
+        ]
+        for node, proc in procs:
+            out, _ = proc.communicate(timeout=120)
+            (node.dir / "format.log").write_text(out)
+            if proc.returncode != 0:
+                lines = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("\t")]
+                raise HarnessError(
+                    f"formatting node {node.node_id} failed: {lines[-1] if lines else out}"
+                )
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            raise SystemExit(128 + signum)
+
+        self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
+
+    def stop(self) -> None:
+        """Heal, collect evidence, stop everything, remove everything. Safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        t0 = time.monotonic()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        try:
+            self.heal_all()
+        except Exception as exc:  # cleanup continues whatever failed
+            log.warning("heal during stop failed: %s", exc)
+        if self._admin is not None:
+            self._admin = None
+        # Teardown kills rather than stops: the evidence is on disk already, and a clean
+        # shutdown of a whole KRaft quorum costs seconds per node for nothing.
+        for node in self.nodes:
+            try:
+                node.kill()
+            except Exception as exc:
+                log.warning("killing node %s failed: %s", node.node_id, exc)
+        self.timings["stop_nodes"] = time.monotonic() - t0
+        if self.config.dump_logs and self.nodes and self.dir is not None:
+            try:
+                dump_log_segments(self)
+            except Exception as exc:
+                log.warning("log segment dump failed: %s", exc)
+        self.timings["dump"] = time.monotonic() - t0
+        if self.toxiproxy is not None:
+            with contextlib.suppress(Exception):
+                self.toxiproxy.stop()
+        if self.slot is not None:
+            from harness.runstate import kill_run_processes, remove_network
+
+            kill_run_processes({self.run_id})
+            if self.net is not None:
+                remove_network(
+                    self.net.netns_names, self.net.link_names, self.slot.state.root_iptables
+                )
+            if self.data_root is not None:
+                shutil.rmtree(self.data_root, ignore_errors=True)
+            self.slot.release()
+        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+        self.timings["teardown"] = time.monotonic() - t0
+
+    # --- addresses and clients ---------------------------------------------------------
+
+    def proxy_name(self, node_id: int) -> str:
+        return f"n{node_id}"
+
+    @property
+    def bootstrap(self) -> str:
+        """Client bootstrap through toxiproxy: what workloads use."""
+        assert self.slot is not None
+        ports = self._ports(self.slot.number)
+        return ",".join(f"127.0.0.1:{ports[n.node_id]}" for n in self.nodes)
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """Direct inter-broker listeners: what the harness uses to observe, bypassing toxics."""
+        return ",".join(n.internal_address for n in self.nodes)
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient(
+                {
+                    "bootstrap.servers": self.internal_bootstrap,
+                    "log_level": 0,
+                    "socket.timeout.ms": 5000,
+                }
+            )
+        return self._admin
+
+    def node(self, node_id: int) -> KafkaNode:
+        if not 1 <= node_id <= len(self.nodes):
+            raise HarnessError(f"no node {node_id} (cluster has {len(self.nodes)})")
+        return self.nodes[node_id - 1]
+
+    # --- readiness ---------------------------------------------------------------------
+
+    def registered_brokers(self) -> set[int]:
+        """Broker ids the cluster reports in metadata: registered and unfenced in KRaft."""
+        return set(self.admin().list_topics(timeout=5).brokers)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        want = {n.node_id for n in self.nodes}
+
+        def all_registered() -> bool:
+            for node in self.nodes:
+                if not node.alive():
+                    raise HarnessError(
+                        f"node {node.node_id} exited during start-up; see {node.log_path}"
+                    )
+            return self.registered_brokers() == want
+
+        wait_for(all_registered, timeout=timeout, what=f"brokers {sorted(want)} unfenced")
+        self.timings["registered"] = time.monotonic() - (deadline - timeout)
+        from harness.readiness import transactional_round_trip
+
+        transactional_round_trip(self, max(5.0, deadline - time.monotonic()))
+
+    # --- look-ups that aim faults -----------------------------------------------------
+
+    def partition_info(self, topic: str, partition: int) -> Any:
+        md = self.admin().list_topics(topic=topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or partition not in t.partitions:
+            raise HarnessError(f"no metadata for {topic}-{partition}")
+        return t.partitions[partition]
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        leader = self.partition_info(topic, partition).leader
+        return leader if leader >= 0 else None
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        return list(self.partition_info(topic, partition).isrs)
+
+    def group_coordinator(self, group_id: str) -> int | None:
+        p = coordinators.partition_for(group_id, int(self.settings["offsets.topic.num.partitions"]))
+        return self.leader("__consumer_offsets", p)
+
+    def txn_coordinator(self, transactional_id: str) -> int | None:
+        n = int(self.settings["transaction.state.log.num.partitions"])
+        return self.leader("__transaction_state", coordinators.partition_for(transactional_id, n))
+
+    def active_controller(self) -> int:
+        return coordinators.active_controller(self)
+
+    # --- node control ------------------------------------------------------------------
+
+    def pause(self, node_id: int) -> None:
+        self.node(node_id).pause()
+
+    def resume(self, node_id: int) -> None:
+        self.node(node_id).resume()
+
+    def kill(self, node_id: int) -> None:
+        self.node(node_id).kill()
+
+    def stop_node(self, node_id: int) -> bool:
+        return self.node(node_id).stop()
+
+    def restart(self, node_id: int, *, clean: bool = False, timeout: float = 60.0) -> None:
+        """Stop (clean or kill -9) and start again on the same data; waits until registered."""
+        node = self.node(node_id)
+        if clean:
+            node.stop()
+        else:
+            node.kill()
+        self.start_node(node_id, timeout=timeout)
+
+    def start_node(self, node_id: int, timeout: float = 60.0) -> None:
+        node = self.node(node_id)
+        node.start()
+        wait_for(
+            lambda: node_id in self.registered_brokers(),
+            timeout=timeout,
+            what=f"node {node_id} registered after restart",
+        )
+
+    # --- network faults ----------------------------------------------------------------
+
+    def partition(self, *groups: list[int]) -> None:
+        """Cut every node of each group from every node of every other group."""
+        assert self.net is not None
+        for i, g in enumerate(groups):
+            for h in groups[i + 1 :]:
+                for a in g:
+                    for b in h:
+                        self.net.cut(a, b)
+
+    def isolate(self, node_id: int) -> None:
+        others = [n.node_id for n in self.nodes if n.node_id != node_id]
+        self.partition([node_id], others)
+
+    def heal(self) -> None:
+        assert self.net is not None
+        self.net.heal()
+
+    def can_reach(self, src: int, dst: int) -> bool:
+        """Probe: does a TCP connect from node ``src`` to ``dst``'s inter-broker port succeed?"""
+        assert self.net is not None
+        return self.net.can_connect(src, self.node(dst).net.ip, INTERNAL_PORT)
+
+    def add_toxic(
+        self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **kw: Any
+    ) -> str:
+        assert self.toxiproxy is not None
+        return self.toxiproxy.add_toxic(self.proxy_name(node_id), kind, attributes, **kw)
+
+    def remove_toxic(self, node_id: int, name: str) -> None:
+        assert self.toxiproxy is not None
+        self.toxiproxy.remove_toxic(self.proxy_name(node_id), name)
+
+    def proxy_down(self, node_id: int) -> None:
+        assert self.toxiproxy is not None
+        self.toxiproxy.set_enabled(self.proxy_name(node_id), False)
+
+    def proxy_up(self, node_id: int) -> None:
+        assert self.toxiproxy is not None
+        self.toxiproxy.set_enabled(self.proxy_name(node_id), True)
+
+    def heal_all(self) -> None:
+        """Undo every fault: resume paused nodes, heal partitions, drop toxics."""
+        for node in self.nodes:
+            if node.state() == "T":
+                node.resume()
+        if self.net is not None:
+            self.net.heal()
+        if self.toxiproxy is not None and self.toxiproxy.proc is not None:
+            self.toxiproxy.reset()
