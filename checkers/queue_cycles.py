@@ -30,6 +30,7 @@ WW = 0
 WR = 1
 _KIND_NAME = ("ww", "wr")
 _G1C_CANDIDATES = 8
+MAX_CYCLE_STEPS = 512
 
 
 @dataclass(slots=True)
@@ -199,14 +200,25 @@ def _cycle_case(
 ) -> dict[str, Any]:
     """Render a cycle. ``path`` leads from ``first`` back to ``first``: [(vertex, edge kind)]."""
     verts = [first] + [v for v, _ in path]
-    steps = [_explain(a, kd, g.txns[u], g.txns[v]) for u, (v, kd) in zip(verts, path, strict=False)]
-    return {
+    n = len(path)
+    # Pathological histories can have cycles of thousands of txns; keep the example readable
+    # by showing both ends of the cycle and saying how many steps were left out.
+    shown = (
+        range(n)
+        if n <= MAX_CYCLE_STEPS
+        else [*range(MAX_CYCLE_STEPS // 2), *range(n - MAX_CYCLE_STEPS // 2, n)]
+    )
+    steps = [_explain(a, path[s][1], g.txns[verts[s]], g.txns[verts[s + 1]]) for s in shown]
+    case: dict[str, Any] = {
         "type": typ,
-        "length": len(steps),
+        "length": n,
         "scc_size": scc_size,
-        "cycle": [g.txns[v].op for v in verts],
+        "cycle": [g.txns[verts[s]].op for s in shown] + [g.txns[first].op],
         "steps": steps,
     }
+    if n > MAX_CYCLE_STEPS:
+        case["elided_steps"] = n - len(steps)
+    return case
 
 
 def cycle_cases(
@@ -219,24 +231,22 @@ def cycle_cases(
         members = set(comp)
         # G1c: a cycle through at least one wr edge. Any wr edge u->w inside the SCC closes
         # into a cycle via the path w ~> u, so try a few and keep the shortest.
-        best: dict[str, Any] | None = None
+        best: tuple[int, list[tuple[int, int]]] | None = None
         tried = 0
         for u in comp:
             for w, kd in zip(g.succ[u], g.kinds[u], strict=True):
                 if kd != WR or w not in members:
                     continue
                 path = _bfs_path(g, w, u, members, None)
-                if path is not None:
-                    case = _cycle_case(a, g, "G1c", u, [(w, WR), *path], len(comp))
-                    if best is None or case["length"] < best["length"]:
-                        best = case
+                if path is not None and (best is None or len(path) + 1 < len(best[1])):
+                    best = (u, [(w, WR), *path])
                 tried += 1
                 if tried >= _G1C_CANDIDATES:
                     break
             if tried >= _G1C_CANDIDATES:
                 break
         if best is not None:
-            found["G1c"].append(best)
+            found["G1c"].append(_cycle_case(a, g, "G1c", best[0], best[1], len(comp)))
         if ww_deps:
             found["G0"].extend(_g0_cases(a, g, comp, members))
     stats = {

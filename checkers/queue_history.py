@@ -194,7 +194,7 @@ def _load_jsonl(text: str, p: Path) -> LoadedHistory:
         if not isinstance(obj, dict):
             raise HistoryInputError(f"{p}: line {n} is not a JSON object")
         if pos == 0 and "history_format" in obj:
-            notes.append(f"history format {obj.get('history_format')!r} header skipped")
+            notes.append(f"history format {_short(obj.get('history_format'))} header skipped")
             continue
         ops.append(obj)
     return LoadedHistory(ops, notes=notes, source=str(p))
@@ -206,6 +206,15 @@ def _load_jsonl(text: str, p: Path) -> LoadedHistory:
 
 class _Bad(Exception):
     """A defect found inside one op; :func:`parse_history` adds the op's position."""
+
+
+def _short(x: Any, limit: int = 60) -> str:
+    """repr() for error messages: one line, bounded length, even for huge values."""
+    try:
+        r = repr(x)
+    except RecursionError:
+        r = f"<deeply nested {type(x).__name__}>"
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def _name(x: Any) -> Any:
@@ -226,7 +235,7 @@ def canonical_key(k: Any) -> Key:
         return str(k)
     if isinstance(k, int) and not isinstance(k, bool):
         return str(int(k))
-    raise _Bad(f"key {k!r} is not a string or integer")
+    raise _Bad(f"key {_short(k)} is not a string or integer")
 
 
 def freeze(v: Any) -> Value:
@@ -248,7 +257,7 @@ def _offset(o: Any) -> int | None:
         return o
     if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
         return int(o)
-    raise _Bad(f"offset {o!r} is not a non-negative integer or null")
+    raise _Bad(f"offset {_short(o)} is not a non-negative integer or null")
 
 
 def _send_pair(v: Any) -> Pair:
@@ -261,11 +270,11 @@ def _send_pair(v: Any) -> Pair:
 
 def _poll_pairs(k: Key, pairs: Any) -> list[Pair]:
     if not isinstance(pairs, list | tuple):
-        raise _Bad(f"records for key {k!r} are not a list")
+        raise _Bad(f"records for key {_short(k)} are not a list")
     out: list[Pair] = []
     for rec in pairs:
         if not isinstance(rec, list | tuple) or len(rec) != 2:
-            raise _Bad(f"record {rec!r} of key {k!r} is not [offset, value]")
+            raise _Bad(f"record {_short(rec)} of key {_short(k)} is not [offset, value]")
         out.append((_offset(rec[0]), freeze(rec[1])))
     return out
 
@@ -279,11 +288,11 @@ def _parse_mops(value: Any) -> tuple[dict[Key, list[Pair]], dict[Key, list[Pair]
         raise _Bad("value is not a list of micro-ops")
     for mop in value:
         if not isinstance(mop, list | tuple) or not mop:
-            raise _Bad(f"micro-op {mop!r} is not a non-empty list")
+            raise _Bad(f"micro-op {_short(mop)} is not a non-empty list")
         fname = _name(mop[0])
         if fname == "send":
             if len(mop) != 3:
-                raise _Bad(f"send micro-op {mop!r} is not [send, k, v]")
+                raise _Bad(f"send micro-op {_short(mop)} is not [send, k, v]")
             k = canonical_key(mop[1])
             writes.setdefault(k, []).append(_send_pair(mop[2]))
         elif fname == "poll":
@@ -300,7 +309,7 @@ def _parse_mops(value: Any) -> tuple[dict[Key, list[Pair]], dict[Key, list[Pair]
                 if recs:
                     reads.setdefault(k, []).extend(recs)
         else:
-            raise _Bad(f"unknown micro-op {mop[0]!r}")
+            raise _Bad(f"unknown micro-op {_short(mop[0])}")
     return writes, reads
 
 
@@ -320,7 +329,7 @@ def _rebalanced_keys(op: dict[str, Any]) -> frozenset[Key]:
 
 def _where(i: int, op: dict[str, Any]) -> str:
     index = op.get("index")
-    return f"op #{i}" + (f" (index {index!r})" if index is not None else "")
+    return f"op #{i}" + (f" (index {_short(index, 20)})" if index is not None else "")
 
 
 def parse_history(ops: Iterable[Any]) -> ParsedHistory:
@@ -350,7 +359,7 @@ def parse_history(ops: Iterable[Any]) -> ParsedHistory:
 def _parse_op(parsed: ParsedHistory, i: int, op: dict[str, Any]) -> None:
     typ = _name(op.get("type"))
     if type(typ) is not str or typ not in OP_TYPES:
-        raise _Bad(f"type {op.get('type')!r} is not one of invoke/ok/fail/info")
+        raise _Bad(f"type {_short(op.get('type'))} is not one of invoke/ok/fail/info")
     f = _name(op.get("f"))
     if type(f) is not str:
         raise _Bad("missing or non-string 'f'")

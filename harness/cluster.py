@@ -31,6 +31,7 @@ from harness import coordinators
 from harness.errors import HarnessError
 from harness.evidence import dump_log_segments
 from harness.install import Installation, ensure_installed
+from harness.kafka_wire import PartitionView, fetch_partitions
 from harness.network import BridgeNetwork, LoopbackNetwork, namespaces_available, subnet_in_use
 from harness.node import INTERNAL_PORT, KafkaNode
 from harness.runstate import MARKER_ENV, Slot, acquire_slot, new_run_id, reap_all
@@ -385,19 +386,41 @@ class Cluster:
 
     # --- look-ups that aim faults -----------------------------------------------------
 
-    def partition_info(self, topic: str, partition: int) -> Any:
-        md = self.admin().list_topics(topic=topic, timeout=10)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or partition not in t.partitions:
-            raise HarnessError(f"no metadata for {topic}-{partition}")
-        return t.partitions[partition]
+    def partition_views(self, topic: str, partition: int) -> list[PartitionView]:
+        """Every reachable live broker's own view of a partition, asked one by one."""
+        views = []
+        for node in self.nodes:
+            if not node.alive() or node.state() == "T":
+                continue
+            try:
+                got = fetch_partitions(node.net.ip, INTERNAL_PORT, [topic], node.node_id)
+            except OSError:
+                continue
+            view = got.get((topic, partition))
+            if view is not None and view.error == 0:
+                views.append(view)
+        return views
+
+    def partition_view(self, topic: str, partition: int) -> PartitionView:
+        """The freshest view: highest leader epoch, preferring the leader's own answer.
+
+        An isolated broker keeps a stale view (it believes it still leads); its epoch is
+        lower than the one the majority moved to, so it loses here.
+        """
+        views = self.partition_views(topic, partition)
+        if not views:
+            raise HarnessError(f"no live broker has metadata for {topic}-{partition}")
+        top = max(v.leader_epoch for v in views)
+        fresh = [v for v in views if v.leader_epoch == top]
+        own = [v for v in fresh if v.source == v.leader]
+        return (own or fresh)[0]
 
     def leader(self, topic: str, partition: int) -> int | None:
-        leader = self.partition_info(topic, partition).leader
+        leader = self.partition_view(topic, partition).leader
         return leader if leader >= 0 else None
 
     def isr(self, topic: str, partition: int) -> list[int]:
-        return list(self.partition_info(topic, partition).isrs)
+        return list(self.partition_view(topic, partition).isr)
 
     def group_coordinator(self, group_id: str) -> int | None:
         p = coordinators.partition_for(group_id, int(self.settings["offsets.topic.num.partitions"]))

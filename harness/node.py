@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.install import Installation
 from harness.network import NodeNet
+from harness.waits import wait_for
 
 CLIENT_PORT = 9092
 INTERNAL_PORT = 9093
@@ -180,10 +181,23 @@ class KafkaNode:
         return process_state(self.proc.pid) if self.alive() and self.proc else None
 
     def pause(self) -> None:
+        """SIGSTOP, verified: returns once the kernel reports the JVM stopped (state T)."""
         self._signal(signal.SIGSTOP)
+        wait_for(
+            lambda: self.state() == "T",
+            timeout=10,
+            interval=0.005,
+            what=f"node {self.node_id} to reach state T",
+        )
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
+        wait_for(
+            lambda: self.state() != "T",
+            timeout=10,
+            interval=0.005,
+            what=f"node {self.node_id} to leave state T",
+        )
 
     def _signal(self, sig: signal.Signals) -> None:
         if not self.alive() or self.proc is None:
@@ -218,4 +232,3 @@ class KafkaNode:
             self.kill()
         self.proc = None
         return clean
-

@@ -96,8 +96,11 @@ def _fetch_metadata_versions(artifact: str, timeout: float) -> set[str]:
 
 def released_versions(timeout: float = 20.0) -> list[str]:
     """Released Kafka versions (both artifacts present, no qualifier), newest first."""
-    sets = [_fetch_metadata_versions(a, timeout) for a in _ARTIFACTS]
-    both = set.intersection(*sets)
+    return released_versions_from({a: _fetch_metadata_versions(a, timeout) for a in _ARTIFACTS})
+
+
+def released_versions_from(sets: dict[str, set[str]]) -> list[str]:
+    both = set.intersection(*sets.values())
     usable = []
     for text in both:
         if not _VERSION_RE.match(text):
@@ -109,17 +112,21 @@ def released_versions(timeout: float = 20.0) -> list[str]:
 
 
 def nearest_versions(wanted: str, available: list[str], n: int = 3) -> list[str]:
-    """The released versions closest to ``wanted``, to suggest in an error message."""
+    """The released versions next to ``wanted`` in version order, nearest first."""
     try:
         w = KafkaVersion(wanted)
     except HarnessError:
         return available[:n]
-
-    def distance(text: str) -> tuple[int, int, int]:
-        v = KafkaVersion(text)
-        return (abs(v.major - w.major), abs(v.minor - w.minor), abs(v.patch - w.patch))
-
-    return sorted(available, key=distance)[:n]
+    ordered = sorted(KafkaVersion(t) for t in available)
+    below = [v for v in ordered if v < w][::-1]
+    above = [v for v in ordered if v > w]
+    out: list[str] = []
+    while (below or above) and len(out) < n:
+        if below:
+            out.append(str(below.pop(0)))
+        if above and len(out) < n:
+            out.append(str(above.pop(0)))
+    return out
 
 
 def check_version(wanted: str, timeout: float = 20.0) -> KafkaVersion:
@@ -130,10 +137,17 @@ def check_version(wanted: str, timeout: float = 20.0) -> KafkaVersion:
             f"Kafka {wanted} is older than the oldest supported line "
             f"{'.'.join(map(str, MIN_SUPPORTED[:2]))} (KRaft with a static voter set)"
         )
-    available = released_versions(timeout)
+    sets = {a: _fetch_metadata_versions(a, timeout) for a in _ARTIFACTS}
+    available = released_versions_from(sets)
     if wanted not in available:
         near = ", ".join(nearest_versions(wanted, available))
+        missing = [a for a, vs in sets.items() if wanted not in vs]
+        partial = (
+            f" (only a partial upload: {', '.join(missing)} missing)"
+            if len(missing) < len(sets)
+            else ""
+        )
         raise HarnessError(
-            f"Kafka {wanted} is not a released version on Maven Central; nearest: {near}"
+            f"Kafka {wanted} is not a released version on Maven Central{partial}; nearest: {near}"
         )
     return v

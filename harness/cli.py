@@ -1,0 +1,129 @@
+"""``python -m harness``: install Kafka, bring clusters up, reap leftovers.
+
+Every user-facing failure is a :class:`HarnessError`, printed as one line with exit status 2;
+only a bug shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.versions import DEFAULT_KAFKA_VERSION
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from harness.install import ensure_installed
+
+    t0 = time.monotonic()
+    inst = ensure_installed(args.kafka_version)
+    print(
+        f"Kafka {inst.version}: {inst.libs_dir} ({len(list(inst.libs_dir.glob('*.jar')))} jars); "
+        f"toxiproxy: {inst.toxiproxy_bin}; {time.monotonic() - t0:.1f}s"
+    )
+    return 0
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise HarnessError(f"--broker-config expects KEY=VALUE, got {pair!r}")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from harness.cluster import ClusterConfig
+
+    return ClusterConfig(
+        nodes=args.nodes,
+        kafka_version=args.kafka_version,
+        transaction_version=args.transaction_version,
+        broker_settings=_settings(args.broker_config),
+        store=Path(args.store) if args.store else None,
+        base_port=args.base_port,
+        network=args.network,
+    )
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    """Bring a cluster up, print how to reach it, hold it, tear it down."""
+    from harness.cluster import Cluster
+
+    with Cluster(_cluster_config(args)) as cluster:
+        info = {
+            "run_id": cluster.run_id,
+            "kafka_version": str(cluster.install.version) if cluster.install else None,
+            "bootstrap": cluster.bootstrap,
+            "internal_bootstrap": cluster.internal_bootstrap,
+            "network": "netns" if cluster.uses_netns else "loopback",
+            "store": str(cluster.dir),
+            "ready_seconds": round(cluster.timings["ready"], 2),
+        }
+        print(json.dumps(info), flush=True)
+        if args.hold:
+            deadline = time.monotonic() + args.hold
+            while time.monotonic() < deadline:
+                time.sleep(min(1.0, deadline - time.monotonic()))
+    print(json.dumps({"teardown_seconds": round(cluster.timings["teardown"], 2)}))
+    return 0
+
+
+def _cmd_reap(args: argparse.Namespace) -> int:
+    from harness.runstate import reap_all
+
+    print(json.dumps(reap_all()))
+    return 0
+
+
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
+    p.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--store", default=None, help="evidence directory (default store/clusters/ID)")
+    p.add_argument("--base-port", type=int, default=None, help="toxiproxy API port; proxies follow")
+    p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("install", help="install a Kafka version and toxiproxy into the cache")
+    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    p.set_defaults(func=_cmd_install)
+
+    p = sub.add_parser("cluster", help="start a cluster, print its addresses, hold, tear down")
+    _add_cluster_args(p)
+    p.add_argument("--hold", type=float, default=0.0, help="seconds to keep it up")
+    p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser("reap", help="clean up after harness runs that died")
+    p.set_defaults(func=_cmd_reap)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted; cleaned up", file=sys.stderr)
+        return 130

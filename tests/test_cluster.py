@@ -1,0 +1,157 @@
+"""The substrate against a real 3-node KRaft cluster: writes, faults and look-ups."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from harness.coordinators import describe_transaction_coordinator
+from harness.readiness import ensure_topic
+from harness.waits import wait_for
+from tests.kafka_io import client_metadata, read_committed, transactional_write
+
+pytestmark = pytest.mark.cluster
+
+
+def _topic(cluster, partitions: int = 3) -> str:  # type: ignore[no-untyped-def]
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    ensure_topic(cluster, name, partitions, 3, {"min.insync.replicas": "2"})
+    return name
+
+
+def test_clients_only_see_toxiproxy_addresses(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    proxies = c.toxiproxy.proxies()
+    listen = {p["listen"] for p in proxies.values()}
+    md = client_metadata(c.bootstrap)
+    advertised = {f"{b.host}:{b.port}" for b in md.brokers.values()}
+    assert advertised == listen
+    assert len(advertised) == len(c.nodes)
+    if c.uses_netns:
+        assert all(n.net.netns for n in c.nodes)
+        assert len({n.net.ip for n in c.nodes}) == len(c.nodes)
+
+
+def test_transactional_multi_partition_round_trip(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    topic = _topic(c)
+    values = {p: [f"{p}-{i}" for i in range(20)] for p in range(3)}
+    transactional_write(c.bootstrap, topic, values)
+    got = read_committed(c.bootstrap, topic, 3, expect=60)
+    assert got == values
+
+
+def test_isolating_a_leader_moves_leadership_and_heal_restores_isr(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    if not c.uses_netns:
+        pytest.skip("partitions need network namespaces")
+    topic = _topic(c, partitions=1)
+    old = c.leader(topic, 0)
+    assert old is not None
+    others = [n.node_id for n in c.nodes if n.node_id != old]
+    c.isolate(old)
+    assert not c.can_reach(old, others[0])
+    assert c.net.rules(old)
+    new = wait_for(
+        lambda: (lead := c.leader(topic, 0)) not in (None, old) and lead,
+        timeout=60,
+        what="leadership to move off the isolated node",
+    )
+    assert new in others
+    c.heal()
+    assert c.can_reach(old, others[0])
+    wait_for(
+        lambda: sorted(c.isr(topic, 0)) == sorted(n.node_id for n in c.nodes),
+        timeout=90,
+        what="the healed node back in the ISR",
+    )
+
+
+def test_pause_shows_state_t_and_resume_recovers(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    node = c.nodes[-1]
+    c.pause(node.node_id)
+    assert node.state() == "T"
+    c.resume(node.node_id)
+    assert node.state() in ("S", "R")
+    topic = _topic(c)
+    transactional_write(c.bootstrap, topic, {0: ["x"], 1: ["y"], 2: ["z"]})
+    assert sum(len(v) for v in read_committed(c.bootstrap, topic, 3, expect=3).values()) == 3
+
+
+def test_kill_and_restart_keeps_data(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    topic = _topic(c, partitions=1)
+    values = {0: [f"v{i}" for i in range(50)]}
+    transactional_write(c.bootstrap, topic, values)
+    victim = c.leader(topic, 0)
+    assert victim is not None
+    pid = c.node(victim).pid
+    c.kill(victim)
+    assert not c.node(victim).alive()
+    data_files = list(c.node(victim).data_dir.glob(f"{topic}-0/*.log"))
+    assert data_files and data_files[0].stat().st_size > 0
+    c.start_node(victim)
+    assert c.node(victim).pid != pid
+    wait_for(lambda: victim in c.isr(topic, 0), timeout=90, what="restarted node back in the ISR")
+    # Force reads from the restarted node: make it the only one clients can reach.
+    for n in c.nodes:
+        if n.node_id != victim:
+            c.proxy_down(n.node_id)
+    try:
+        wait_for(lambda: c.leader(topic, 0) is not None, timeout=30, what="a leader")
+    finally:
+        for n in c.nodes:
+            c.proxy_up(n.node_id)
+    assert read_committed(c.bootstrap, topic, 1, expect=50) == values
+
+
+def test_coordinator_lookups_match_the_brokers(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = healthy_cluster
+    topic = _topic(c, partitions=1)
+    txn_id = f"lookup-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": txn_id, "log_level": 0})
+    p.init_transactions(30)
+    assert c.txn_coordinator(txn_id) == describe_transaction_coordinator(c, txn_id)
+    group = f"grp-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "log_level": 0})
+    consumer.subscribe([topic])
+    consumer.poll(2)
+    desc = c.admin().describe_consumer_groups([group])[group].result(timeout=15)
+    consumer.close()
+    assert desc.coordinator.id == c.group_coordinator(group)
+    assert c.active_controller() in {n.node_id for n in c.nodes}
+
+
+def test_toxics_slow_and_cut_client_traffic(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    c = healthy_cluster
+    node = c.nodes[0]
+    port = int(c.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+    def round_trip() -> float:
+        # A Kafka ApiVersions request, timed: a real request/response through the proxy.
+        req = bytes.fromhex("0000000a00120000000000010000")
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(req)
+            assert len(s.recv(4)) == 4
+        return time.monotonic() - t0
+
+    base = round_trip()
+    name = c.add_toxic(node.node_id, "latency", {"latency": 400, "jitter": 0})
+    slowed = round_trip()
+    assert slowed >= 0.4 > base
+    c.remove_toxic(node.node_id, name)
+    c.proxy_down(node.node_id)
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=3):
+        pass
+    c.proxy_up(node.node_id)
+    assert round_trip() < 0.4

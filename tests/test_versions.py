@@ -1,0 +1,54 @@
+"""Version parsing, ordering and suggestions (pure logic), plus Maven Central's real list."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.versions import (
+    DEFAULT_KAFKA_VERSION,
+    KafkaVersion,
+    check_version,
+    nearest_versions,
+    released_versions,
+    sort_versions,
+)
+
+
+def test_numeric_ordering() -> None:
+    assert sort_versions(["4.9.0", "4.10.0", "3.9.1", "4.0.0"]) == [
+        "4.10.0",
+        "4.9.0",
+        "4.0.0",
+        "3.9.1",
+    ]
+    assert KafkaVersion("4.0.0-rc1") < KafkaVersion("4.0.0")
+
+
+def test_rejects_garbage() -> None:
+    with pytest.raises(HarnessError, match="not a Kafka version"):
+        KafkaVersion("four")
+
+
+def test_nearest_versions_brackets_the_request() -> None:
+    avail = ["3.9.1", "3.9.2", "4.0.0", "4.3.0", "4.3.1"]
+    assert nearest_versions("4.4.0", avail) == ["4.3.1", "4.3.0", "4.0.0"]
+    assert nearest_versions("3.9.3", avail)[:2] == ["3.9.2", "4.0.0"]
+
+
+def test_transaction_version_feature_only_on_4x() -> None:
+    assert KafkaVersion("4.0.0").supports_transaction_version
+    assert not KafkaVersion("3.9.1").supports_transaction_version
+
+
+def test_maven_central_lists_real_versions() -> None:
+    versions = released_versions()
+    assert any(v.startswith("3.9.") for v in versions)
+    assert any(v.startswith("4.0.") for v in versions)
+    assert DEFAULT_KAFKA_VERSION in versions
+    assert versions == sort_versions(versions)
+
+
+def test_unknown_version_names_neighbours() -> None:
+    with pytest.raises(HarnessError, match=r"nearest: 3\.9\.\d"):
+        check_version("3.9.99")
