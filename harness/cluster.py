@@ -435,6 +435,15 @@ class Cluster:
 
     # --- node control ------------------------------------------------------------------
 
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes]
+
+    def node_state(self, node_id: int) -> str | None:
+        return self.node(node_id).state()
+
+    def node_alive(self, node_id: int) -> bool:
+        return self.node(node_id).alive()
+
     def pause(self, node_id: int) -> None:
         self.node(node_id).pause()
 

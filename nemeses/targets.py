@@ -1,0 +1,86 @@
+"""Symbolic targets, resolved when a fault is injected.
+
+A schedule says "the transaction coordinator of processor slot 1" or "the leader of output
+partition 2", not "node 3": which node that is depends on the moment. Resolution happens at
+injection, and both the role and the node it resolved to are written into the history, so a
+reader sees which node was hit and why.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from nemeses.control import ClientControl, ClusterControl
+
+BROKER_ROLES = ("txn-coordinator", "group-coordinator", "leader", "controller", "random")
+
+
+@dataclass
+class FaultContext:
+    """What a fault acts on; ``clients`` is None when no workload processes exist."""
+
+    cluster: ClusterControl
+    clients: ClientControl | None = None
+
+
+def choose_broker_role(rng: random.Random, has_clients: bool) -> dict[str, Any]:
+    """Pick a role and the sub-choice that makes it concrete, from the schedule's RNG."""
+    roles = BROKER_ROLES if has_clients else ("controller", "random")
+    return {"role": rng.choice(roles), "pick": rng.randrange(1 << 30)}
+
+
+def _slot_pick(items: list[Any], pick: int) -> Any:
+    return sorted(items)[pick % len(items)]
+
+
+def resolve_broker(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]:
+    """The node a broker role points at now, with a human reason."""
+    role = params.get("role", "random")
+    pick = int(params.get("pick", 0))
+    cluster, clients = ctx.cluster, ctx.clients
+    node: int | None = None
+    why = ""
+    if clients is not None and role == "txn-coordinator":
+        tids = clients.transactional_ids()
+        if tids:
+            tid = _slot_pick(list(tids.values()), pick)
+            node, why = cluster.txn_coordinator(tid), f"txn coordinator of {tid}"
+    elif clients is not None and role == "group-coordinator":
+        node, why = (
+            cluster.group_coordinator(clients.group_id),
+            (f"group coordinator of {clients.group_id}"),
+        )
+    elif clients is not None and role == "leader":
+        topic = clients.output_topic if pick % 2 else clients.input_topic
+        partition = (pick // 2) % 64
+        node = _leader_of(cluster, topic, partition)
+        why = f"leader of {topic} (partition pick {partition})"
+    elif role == "controller":
+        node, why = cluster.active_controller(), "active controller"
+    if node is None:
+        node = _slot_pick(cluster.node_ids(), pick)
+        why = why + " unavailable; random node" if why else "random node"
+    return node, why
+
+
+def _leader_of(cluster: ClusterControl, topic: str, partition: int) -> int | None:
+    # The partition pick is taken modulo the partitions that exist.
+    for p in (partition, partition % 8, partition % 4, partition % 2, 0):
+        try:
+            return cluster.leader(topic, p)
+        except Exception:  # that partition does not exist; try a smaller index
+            continue
+    return None
+
+
+def resolve_processor(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int] | None:
+    """(instance id, pid) of the processor a slot pick points at now, or None."""
+    if ctx.clients is None:
+        return None
+    pids = ctx.clients.processor_pids()
+    if not pids:
+        return None
+    instance = _slot_pick(list(pids), int(params.get("pick", 0)))
+    return instance, pids[instance]
