@@ -83,6 +83,13 @@ def _cmd_reap(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Run one test (``harness.runner``) and print its summary."""
+    from harness.runner import run_command
+
+    return run_command(args)
+
+
 def _add_cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     p.add_argument("--nodes", type=int, default=3)
@@ -109,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reap", help="clean up after harness runs that died")
     p.set_defaults(func=_cmd_reap)
+
+    p = sub.add_parser("run", help="run one test on a fresh cluster and store its history")
+    from harness.runner import add_run_arguments
+
+    add_run_arguments(p)
+    p.set_defaults(func=_cmd_run)
     return parser
 
 

@@ -151,3 +151,21 @@ def check_version(wanted: str, timeout: float = 20.0) -> KafkaVersion:
             f"Kafka {wanted} is not a released version on Maven Central{partial}; nearest: {near}"
         )
     return v
+
+
+def versions_report(
+    available: list[str], installed: set[str], seen_before: set[str] | None
+) -> list[dict[str, object]]:
+    """Rows for ``python -m harness versions``: newest first, installed and new marked.
+
+    ``seen_before`` is the set of versions known at the last matrix run (None when there has
+    been none: then nothing is called new, since everything would be).
+    """
+    return [
+        {
+            "version": v,
+            "installed": v in installed,
+            "new": seen_before is not None and v not in seen_before,
+        }
+        for v in sort_versions(available)
+    ]

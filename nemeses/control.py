@@ -51,5 +51,8 @@ class ClientControl(Protocol):
     session_timeout_s: float
     transaction_timeout_s: float
 
+    #: True when processors stop themselves at their next offset commit on SIGUSR1.
+    pause_at_commit: bool
+
     def processor_pids(self) -> dict[int, int]: ...
     def transactional_ids(self) -> dict[int, str]: ...

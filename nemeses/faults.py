@@ -271,6 +271,36 @@ def processor_pause_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str
     return {"resumed": details["targets"]}
 
 
+def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Pause a processor mid-transaction, for longer than its session timeout.
+
+    An outside SIGSTOP almost always lands while the client waits in poll, and on resume
+    librdkafka notices the lost membership before it commits anything. A GC pause that
+    makes a zombie lands *between* produce and commit; clients that support it are asked
+    (SIGUSR1) to stop themselves at their next offset commit. Others are stopped directly.
+    """
+    instance, pid = _processor(ctx, params)
+    if getattr(ctx.clients, "pause_at_commit", False):
+        os.kill(pid, signal.SIGUSR1)
+        try:
+            _wait(lambda: _proc_state(pid) in ("T", None), 20, f"processor {instance} paused")
+            mode = "at-commit"
+        except FaultError:
+            os.kill(pid, signal.SIGSTOP)  # it never reached a commit (no input): stop it now
+            _wait(lambda: _proc_state(pid) in ("T", None), 10, f"processor {instance} paused")
+            mode = "external"
+    else:
+        os.kill(pid, signal.SIGSTOP)
+        _wait(lambda: _proc_state(pid) in ("T", None), 10, f"processor {instance} paused")
+        mode = "external"
+    return {
+        "targets": [instance],
+        "pid": pid,
+        "mode": mode,
+        "why": f"processor instance {instance} paused past its session timeout",
+    }
+
+
 def processor_kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     instance, pid = _processor(ctx, params)
     os.kill(pid, signal.SIGKILL)

@@ -52,3 +52,13 @@ def test_maven_central_lists_real_versions() -> None:
 def test_unknown_version_names_neighbours() -> None:
     with pytest.raises(HarnessError, match=r"nearest: 3\.9\.\d"):
         check_version("3.9.99")
+
+
+def test_versions_report_marks_installed_and_new() -> None:
+    from harness.versions import versions_report
+
+    rows = versions_report(["4.9.0", "4.10.0", "3.9.1"], {"3.9.1"}, {"3.9.1", "4.9.0"})
+    assert [r["version"] for r in rows] == ["4.10.0", "4.9.0", "3.9.1"]
+    assert [r["new"] for r in rows] == [True, False, False]
+    assert [r["installed"] for r in rows] == [False, False, True]
+    assert not any(r["new"] for r in versions_report(["4.0.0"], set(), None))

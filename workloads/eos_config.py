@@ -1,0 +1,256 @@
+"""What the eos workload's pieces agree on: options, names, record shapes, the transform.
+
+The supervisor (``workloads.eos``), the processors (``workloads.eos_processor``, separate OS
+processes that receive their configuration as JSON on the command line) and the stand-in
+summary in ``harness.runner`` all read these definitions, so a header name or the value
+transform cannot drift between the writer of a record and its reader.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from harness.errors import HarnessError
+
+#: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
+#: checkers can be shown to catch them.
+VARIANTS = ("eos", "at-least-once", "offsets-outside-txn", "read-uncommitted", "no-rewind")
+TXN_ID_STRATEGIES = ("unique", "static")
+#: Where a test-only hook may fire inside one unit of processing, in execution order.
+HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
+HOOK_ACTIONS = ("kill", "stop", "exit")
+
+#: Output record headers (names on the wire; values are UTF-8 text).
+H_SRC_TOPIC = "src-topic"
+H_SRC_PARTITION = "src-partition"
+H_SRC_OFFSET = "src-offset"
+H_INSTANCE = "instance"
+H_TXN_ID = "transactional-id"
+H_GENERATION = "generation"
+H_MEMBER_ID = "member-id"
+H_TXN_SEQ = "txn-seq"
+
+OUTPUT_PREFIX = "out-"
+
+
+def transform(value: str) -> str:
+    """The processing step: pure, so a checker can map every output back to its input."""
+    return OUTPUT_PREFIX + value
+
+
+def input_of(output: str) -> str | None:
+    """Inverse of :func:`transform`; ``None`` for a value no processor could have written."""
+    return output[len(OUTPUT_PREFIX) :] if output.startswith(OUTPUT_PREFIX) else None
+
+
+def seed_value(i: int) -> str:
+    """The i-th committed input value: unique, sortable, recognisable in a log dump."""
+    return f"v{i:06d}"
+
+
+def poison_value(i: int) -> str:
+    """The i-th value the seeder writes in a transaction it aborts: must never be processed."""
+    return f"x{i:06d}"
+
+
+@dataclass
+class Hook:
+    """Test-only: make one processor kill/stop/exit itself at a precise point of txn ``txn``.
+
+    Faults from outside land wherever the process happens to be; a test that must show one
+    particular interleaving (a crash between flush and offset commit) needs this precision.
+    """
+
+    at: str
+    txn: int = 1
+    action: str = "kill"
+
+    def validate(self) -> None:
+        if self.at not in HOOK_POINTS:
+            raise HarnessError(f"hook point must be one of {', '.join(HOOK_POINTS)}")
+        if self.action not in HOOK_ACTIONS:
+            raise HarnessError(f"hook action must be one of {', '.join(HOOK_ACTIONS)}")
+        if self.txn < 1:
+            raise HarnessError("hook txn must be >= 1")
+
+
+@dataclass
+class ProcessorConfig:
+    """One processor instance: everything it needs, shipped as JSON (``--config``)."""
+
+    instance: int
+    slot: int
+    bootstrap: str
+    input_topic: str
+    output_topic: str
+    output_partitions: int
+    group_id: str
+    history_path: str
+    txn_id_prefix: str = "eos"
+    variant: str = "eos"
+    txn_id_strategy: str = "unique"
+    txn_size: int = 50
+    commit_interval_ms: int = 200
+    abort_probability: float = 0.0
+    seed: int = 0
+    transaction_timeout_ms: int = 10000
+    session_timeout_ms: int = 10000
+    group_protocol: str = "classic"
+    #: Bound on each blocking client call (send_offsets, commit, abort, committed).
+    call_timeout_s: float = 30.0
+    hook: Hook | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def transactional(self) -> bool:
+        return self.variant != "at-least-once"
+
+    @property
+    def transactional_id(self) -> str | None:
+        if not self.transactional:
+            return None
+        if self.txn_id_strategy == "static":
+            return f"{self.txn_id_prefix}-slot-{self.slot}"
+        return f"{self.txn_id_prefix}-p{self.instance}"
+
+    def validate(self) -> None:
+        if self.variant not in VARIANTS:
+            raise HarnessError(f"variant must be one of {', '.join(VARIANTS)}")
+        if self.txn_id_strategy not in TXN_ID_STRATEGIES:
+            raise HarnessError("transactional.id strategy must be 'unique' or 'static'")
+        if self.txn_size < 1 or self.commit_interval_ms < 1:
+            raise HarnessError("transaction size and commit interval must be positive")
+        if not 0.0 <= self.abort_probability <= 1.0:
+            raise HarnessError("abort probability must be between 0 and 1")
+        if self.session_timeout_ms < 1000 or self.transaction_timeout_ms < 1000:
+            raise HarnessError("session and transaction timeouts must be at least 1000 ms")
+        if self.group_protocol not in ("classic", "consumer"):
+            raise HarnessError("group protocol must be 'classic' or 'consumer'")
+        if self.hook is not None:
+            self.hook.validate()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ProcessorConfig:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HarnessError(f"--config is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise HarnessError("--config must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise HarnessError(f"unknown processor option(s): {', '.join(unknown)}")
+        hook = raw.pop("hook", None)
+        try:
+            cfg = cls(**raw, hook=Hook(**hook) if hook else None)
+        except TypeError as exc:
+            raise HarnessError(f"bad processor config: {exc}") from None
+        cfg.validate()
+        return cfg
+
+
+@dataclass
+class EosOptions:
+    """The whole workload: topics, processors and how the pipeline is fed and judged."""
+
+    variant: str = "eos"
+    processors: int = 3
+    partitions: int = 6
+    values: int = 5000
+    seed_batch: int = 50
+    #: Every n-th seeder batch is a poison batch written in a transaction and aborted; a
+    #: processor that reads uncommitted data turns it into output. 0 disables it.
+    poison_every: int = 10
+    poison_batch: int = 5
+    replication: int = 3
+    min_insync: int = 2
+    txn_size: int = 50
+    commit_interval_ms: int = 200
+    abort_probability: float = 0.0
+    txn_id_strategy: str = "unique"
+    transaction_timeout_ms: int = 10000
+    session_timeout_ms: int = 10000
+    group_protocol: str = "classic"
+    seed: int = 0
+    #: Suffix for topic, group and transactional-id names, so runs can share a cluster.
+    name_suffix: str = ""
+    drain_timeout_s: float = 90.0
+    stop_timeout_s: float = 30.0
+    #: Ask every broker for hanging transactions at the end (a JVM per broker: a few seconds).
+    find_hanging: bool = True
+    #: Test-only hooks keyed by slot; each applies to the first instance of that slot only.
+    hooks: dict[int, Hook] = field(default_factory=dict)
+
+    @property
+    def input_topic(self) -> str:
+        return f"eos-input{self.name_suffix}"
+
+    @property
+    def output_topic(self) -> str:
+        return f"eos-output{self.name_suffix}"
+
+    @property
+    def group_id(self) -> str:
+        return f"eos-group{self.name_suffix}"
+
+    @property
+    def txn_id_prefix(self) -> str:
+        return f"eos{self.name_suffix}"
+
+    def validate(self) -> None:
+        if self.variant not in VARIANTS:
+            raise HarnessError(f"--variant must be one of {', '.join(VARIANTS)}")
+        if self.processors < 1:
+            raise HarnessError("--processors must be at least 1")
+        if self.partitions < 1:
+            raise HarnessError("--partitions must be at least 1")
+        if self.values < 1:
+            raise HarnessError("--values must be at least 1")
+        if self.values > 999_999:
+            raise HarnessError("--values must be below 1000000 (values are v000000..v999999)")
+        if self.seed_batch < 1:
+            raise HarnessError("the seed batch must be at least 1")
+        for slot, hook in self.hooks.items():
+            if not 0 <= slot < self.processors:
+                raise HarnessError(f"hook for slot {slot}, but slots are 0..{self.processors - 1}")
+            hook.validate()
+        # A processor config carries the remaining checks (strategy, timeouts, probability).
+        self.processor_config(0, 0, "", "").validate()
+
+    def processor_config(
+        self, instance: int, slot: int, bootstrap: str, history_path: str
+    ) -> ProcessorConfig:
+        return ProcessorConfig(
+            instance=instance,
+            slot=slot,
+            bootstrap=bootstrap,
+            input_topic=self.input_topic,
+            output_topic=self.output_topic,
+            output_partitions=self.partitions,
+            group_id=self.group_id,
+            history_path=history_path,
+            txn_id_prefix=self.txn_id_prefix,
+            variant=self.variant,
+            txn_id_strategy=self.txn_id_strategy,
+            txn_size=self.txn_size,
+            commit_interval_ms=self.commit_interval_ms,
+            abort_probability=self.abort_probability,
+            seed=self.seed * 1000 + instance,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            group_protocol=self.group_protocol,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hooks"] = {str(k): asdict(v) for k, v in self.hooks.items()}
+        out["input_topic"] = self.input_topic
+        out["output_topic"] = self.output_topic
+        out["group_id"] = self.group_id
+        return out

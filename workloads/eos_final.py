@@ -1,0 +1,198 @@
+"""Final-state observations of an eos run, recorded under process ``"final"``.
+
+After the processors stop, what Kafka durably holds is the verdict's raw material: every
+output record as a read_committed reader and as a read_uncommitted reader sees it, the
+group's committed input offsets, each partition's last stable offset against its high
+watermark (a gap means a transaction is still open) and the brokers' own list of hanging
+transactions. Observations go through the brokers' internal listeners so that a toxic left
+behind on the client path cannot distort them.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from history import Recorder
+from workloads.eos_kafka import decode_headers, error_info
+
+if TYPE_CHECKING:
+    from harness.cluster import Cluster
+
+QUIET = {"log_level": 0}
+
+
+def _consumer(bootstrap: str, isolation: str, eof: bool = False) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            **QUIET,
+            "bootstrap.servers": bootstrap,
+            "group.id": "eos-final-observer",  # never joins or commits: assign() only
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": eof,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+
+
+def read_partition(
+    consumer: Any, topic: str, partition: int, timeout: float
+) -> tuple[list[list[Any]], bool]:
+    """Every record from the start to the partition's end for this consumer's isolation level
+    (the LSO for read_committed, the high watermark otherwise); ``True`` if the end was seen."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    records: list[list[Any]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return records, True
+                continue
+            key = msg.key()
+            records.append(
+                [
+                    msg.offset(),
+                    None if key is None else key.decode("utf-8", "replace"),
+                    msg.value().decode("utf-8", "replace"),
+                    decode_headers(msg.headers()),
+                ]
+            )
+        return records, False
+    finally:
+        consumer.unassign()
+
+
+def record_reads(
+    rec: Recorder, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
+) -> None:
+    """One ``read`` op per (isolation level, partition) of ``topic``."""
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = _consumer(bootstrap, isolation, eof=True)
+        try:
+            for p in range(partitions):
+                ask = {"topic": topic, "partition": p, "isolation": isolation}
+                rec.invoke("read", ask)
+                records, complete = read_partition(consumer, topic, p, timeout)
+                value = {**ask, "records": records}
+                if complete:
+                    rec.ok("read", value)
+                else:
+                    rec.info("read", value, {"code": "TIMED_OUT", "message": "end not reached"})
+        finally:
+            consumer.close()
+
+
+def record_group_offsets(rec: Recorder, cluster: Cluster, group: str) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+
+    rec.invoke("group-offsets", {"group": group})
+    try:
+        futures = cluster.admin().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=30
+        )
+        got = futures[group].result(timeout=30)
+    except KafkaException as exc:
+        rec.fail("group-offsets", {"group": group}, error_info(exc, "group-offsets"))
+        return
+    offsets = sorted([tp.topic, tp.partition, tp.offset] for tp in got.topic_partitions)
+    rec.ok("group-offsets", {"group": group, "offsets": offsets})
+
+
+def group_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets (no history): what the drain waits on."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = cluster.admin().list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=10
+    )
+    got = futures[group].result(timeout=15)
+    return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions}
+
+
+def record_watermarks(rec: Recorder, bootstrap: str, topic: str, partitions: int) -> None:
+    """Per partition: low watermark, last stable offset (read_committed end), high watermark."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    rec.invoke("watermarks", {"topic": topic})
+    committed = _consumer(bootstrap, "read_committed")
+    uncommitted = _consumer(bootstrap, "read_uncommitted")
+    try:
+        rows = []
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            low, lso = committed.get_watermark_offsets(tp, timeout=10, cached=False)
+            _, hwm = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)
+            rows.append({"partition": p, "low": low, "lso": lso, "hwm": hwm})
+    except KafkaException as exc:
+        rec.fail("watermarks", {"topic": topic}, error_info(exc, "watermarks"))
+        return
+    finally:
+        committed.close()
+        uncommitted.close()
+    rec.ok("watermarks", {"topic": topic, "partitions": rows})
+
+
+def parse_table(text: str) -> list[dict[str, str]]:
+    """Rows of a Kafka tool's tab-separated table (header line first, cells space-padded)."""
+    lines = [ln for ln in text.splitlines() if "\t" in ln]
+    if not lines:
+        return []
+
+    def cells(line: str) -> list[str]:
+        out = [c.strip() for c in line.split("\t")]
+        while out and out[-1] == "":
+            out.pop()
+        return out
+
+    header = cells(lines[0])
+    return [dict(zip(header, cells(ln), strict=False)) for ln in lines[1:]]
+
+
+def find_hanging(cluster: Cluster, broker: int) -> list[dict[str, str]]:
+    from harness.coordinators import run_tool, tool_class
+
+    assert cluster.install is not None
+    out = run_tool(
+        cluster,
+        tool_class(cluster.install, "TransactionsCommand"),
+        "--bootstrap-server",
+        cluster.internal_bootstrap,
+        "find-hanging",
+        "--broker-id",
+        str(broker),
+    )
+    return parse_table(out)
+
+
+def record_hanging(rec: Recorder, cluster: Cluster) -> None:
+    """Kafka's ``TransactionsCommand find-hanging`` for every broker, the JVMs run in parallel."""
+    brokers = [n.node_id for n in cluster.nodes]
+    rec.invoke("find-hanging", {"brokers": brokers})
+
+    def one(broker: int) -> dict[str, Any]:
+        try:
+            return {"broker": broker, "rows": find_hanging(cluster, broker)}
+        except (HarnessError, OSError) as exc:
+            return {"broker": broker, "error": str(exc)}
+        except Exception as exc:  # a tool timeout must not lose the rest of the final state
+            return {"broker": broker, "error": f"{type(exc).__name__}: {exc}"}
+
+    with ThreadPoolExecutor(max_workers=len(brokers)) as pool:
+        results = list(pool.map(one, brokers))
+    failed = [r for r in results if "error" in r]
+    if len(failed) == len(results):
+        rec.fail("find-hanging", {"brokers": brokers, "results": results}, failed[0]["error"])
+    else:
+        rec.ok("find-hanging", {"brokers": brokers, "results": results})

@@ -1,0 +1,543 @@
+"""One consume-transform-produce processor instance, as its own OS process.
+
+``python -m workloads.eos_processor --config JSON`` runs a single instance: one consumer in
+the workload's group, one (transactional) producer, one history file whose process id is the
+instance number. Being a separate OS process is the point: the harness can SIGKILL it (a
+crash), SIGSTOP it for longer than its session timeout (a zombie, KIP-447's GC-pause scenario)
+or SIGTERM it (a clean stop), exactly as happens to real stream processors.
+
+The loop is the textbook exactly-once pattern (Kafka: The Definitive Guide, ch. 8; KIP-447):
+poll a batch, begin a transaction, produce one output per input, add the consumer's positions
+to the transaction with the consumer group metadata (so the group coordinator can fence a
+zombie by generation), commit. Broken variants (see ``workloads.eos_config.VARIANTS``) change
+exactly one of those steps so that checkers can be shown to catch the difference.
+
+Exit status: 0 clean stop, 2 bad configuration, 3 fenced, 4 fatal client error, 5 outcome of
+a commit unknown, 6 could not rewind after an abort, 7 parent (the harness) went away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import asdict
+from types import FrameType
+from typing import Any
+
+from harness.errors import HarnessError
+from history import Recorder
+from workloads.eos_config import (
+    H_GENERATION,
+    H_INSTANCE,
+    H_MEMBER_ID,
+    H_SRC_OFFSET,
+    H_SRC_PARTITION,
+    H_SRC_TOPIC,
+    H_TXN_ID,
+    H_TXN_SEQ,
+    ProcessorConfig,
+    transform,
+)
+from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
+
+EXIT_OK = 0
+EXIT_BAD_CONFIG = 2
+EXIT_FENCED = 3
+EXIT_FATAL = 4
+EXIT_UNCERTAIN = 5
+EXIT_REWIND_FAILED = 6
+EXIT_ORPHANED = 7
+EXIT_HOOK = 70
+
+
+class TxnError(Exception):
+    """A client call failed for good; ``info`` is the JSON description that goes in history."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("message"))
+        self.info = info
+
+
+class DeliberateAbort(Exception):
+    """The seeded RNG chose to abort this transaction (exercises the abort and rewind path)."""
+
+
+class Stop(Exception):
+    """Leave the processing loop and exit with ``code``, recording ``reason``."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class Processor:
+    """The instance's state and loop; one thread, so one Recorder is enough."""
+
+    def __init__(self, cfg: ProcessorConfig) -> None:
+        self.cfg = cfg
+        self.tid = cfg.transactional_id
+        self.rng = random.Random(cfg.seed)
+        self.rec = Recorder(
+            cfg.history_path,
+            cfg.instance,
+            meta={
+                "workload": "eos",
+                "role": "processor",
+                "instance": cfg.instance,
+                "slot": cfg.slot,
+                "variant": cfg.variant,
+                "transactional_id": self.tid,
+                "config": asdict(cfg),
+            },
+        )
+        self.stopping: str | None = None
+        self.parent = os.getppid()
+        self.seq = 0
+        self.committed = 0
+        self.failed = 0
+        self.hook_fired = False
+        self.zombie_requested = False
+        self.consumer: Any = None
+        self.producer: Any = None
+
+    # --- signals and hooks -----------------------------------------------------------
+
+    def _on_term(self, signum: int, frame: FrameType | None) -> None:
+        # Only a flag: the current transaction finishes (or aborts) before the loop exits.
+        self.stopping = "sigterm" if signum == signal.SIGTERM else "sigint"
+
+    def _on_usr1(self, signum: int, frame: FrameType | None) -> None:
+        # A nemesis asks for a zombie: stop at the next offset commit, mid-transaction, so
+        # the commit that follows the resume is the one the group must reject (KIP-447).
+        self.zombie_requested = True
+
+    def _hook(self, point: str) -> None:
+        if self.zombie_requested and point == "before-offsets":
+            self.zombie_requested = False
+            warn(f"instance {self.cfg.instance}: pausing itself before offsets (zombie)")
+            os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sends SIGCONT
+            return
+        hook = self.cfg.hook
+        if hook is None or self.hook_fired or hook.at != point or self.seq < hook.txn:
+            return
+        self.hook_fired = True
+        warn(f"instance {self.cfg.instance}: hook {hook.action} at {point} of txn {self.seq}")
+        if hook.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif hook.action == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sends SIGCONT
+        else:
+            os._exit(EXIT_HOOK)
+
+    # --- clients ---------------------------------------------------------------------
+
+    def _make_clients(self) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        cfg = self.cfg
+        common = {"bootstrap.servers": cfg.bootstrap, "log_level": 4}
+        pconf: dict[str, Any] = {
+            **common,
+            "client.id": f"eos-p{cfg.instance}",
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+        }
+        if cfg.transactional:
+            pconf["transactional.id"] = self.tid
+            pconf["transaction.timeout.ms"] = cfg.transaction_timeout_ms
+        cconf: dict[str, Any] = {
+            **common,
+            "client.id": f"eos-c{cfg.instance}",
+            "group.id": cfg.group_id,
+            "isolation.level": (
+                "read_uncommitted" if cfg.variant == "read-uncommitted" else "read_committed"
+            ),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "group.protocol": cfg.group_protocol,
+        }
+        if cfg.group_protocol == "classic":
+            cconf["session.timeout.ms"] = cfg.session_timeout_ms
+            cconf["heartbeat.interval.ms"] = max(100, min(3000, cfg.session_timeout_ms // 3))
+            cconf["max.poll.interval.ms"] = max(60000, cfg.session_timeout_ms)
+        self.producer = Producer(pconf)
+        self.consumer = Consumer(cconf)
+
+    def _call(self, stage: str, fn: Any, *args: Any) -> Any:
+        """Call a client API, retrying what the client calls retriable, within the time bound."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.cfg.call_timeout_s
+        while True:
+            remaining = max(1.0, deadline - time.monotonic())
+            try:
+                return fn(*args, remaining)
+            except KafkaException as exc:
+                info = error_info(exc, stage)
+                retry = info["retriable"] and not info["fatal"] and not info["abortable"]
+                if not retry or time.monotonic() >= deadline:
+                    raise TxnError(info) from None
+                warn(f"instance {self.cfg.instance}: {stage} retriable error: {info['message']}")
+                time.sleep(0.1)  # back-off between attempts, not synchronisation
+
+    # --- rebalance callbacks -----------------------------------------------------------
+
+    def _group(self) -> dict[str, Any]:
+        meta = parse_group_metadata(self.consumer.consumer_group_metadata())
+        try:
+            member = self.consumer.memberid()
+        except Exception:  # older clients / not joined yet
+            member = None
+        return {"generation": meta.get("generation"), "member_id": member or meta.get("member_id")}
+
+    def _rebalance(self, event: str, partitions: list[Any]) -> None:
+        parts = sorted([tp.topic, tp.partition] for tp in partitions)
+        self.rec.invoke("rebalance", {"event": event, "partitions": parts})
+        self.rec.ok("rebalance", {"event": event, "partitions": parts, **self._group()})
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._rebalance("assign", partitions)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._rebalance("revoke", partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        self._rebalance("lost", partitions)
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        signal.signal(signal.SIGUSR1, self._on_usr1)
+        code, reason = EXIT_OK, "stopped"
+        try:
+            self._start()
+            while self.stopping is None:
+                if os.getppid() != self.parent:
+                    raise Stop(EXIT_ORPHANED, "orphaned")
+                self._step()
+            reason = self.stopping
+        except Stop as stop:
+            code, reason = stop.code, stop.reason
+        self._close()
+        self.rec.invoke("exit", {"reason": reason})
+        self.rec.ok(
+            "exit",
+            {
+                "reason": reason,
+                "code": code,
+                "txns": self.seq,
+                "committed": self.committed,
+                "failed": self.failed,
+            },
+        )
+        self.rec.close()
+        return code
+
+    def _start(self) -> None:
+        cfg = self.cfg
+        value = {
+            "instance": cfg.instance,
+            "slot": cfg.slot,
+            "pid": os.getpid(),
+            "variant": cfg.variant,
+            "transactional_id": self.tid,
+            "group_id": cfg.group_id,
+            "input_topic": cfg.input_topic,
+            "output_topic": cfg.output_topic,
+        }
+        self.rec.invoke("start", value)
+        self._make_clients()
+        if cfg.transactional:
+            try:
+                self._call("init", self.producer.init_transactions)
+            except TxnError as exc:
+                self.rec.fail("start", value, exc.info)
+                code = EXIT_FENCED if is_fenced(exc.info) else EXIT_FATAL
+                raise Stop(code, "init-failed") from None
+        self.consumer.subscribe(
+            [cfg.input_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        self.rec.ok("start", value)
+
+    def _step(self) -> None:
+        cfg = self.cfg
+        msgs = self.consumer.consume(cfg.txn_size, cfg.commit_interval_ms / 1000)
+        batch = []
+        for m in msgs:
+            if m.error() is None:
+                batch.append(m)
+            else:
+                warn(f"instance {cfg.instance}: consume error: {m.error()}")
+        if not batch:
+            return
+        # Captured with the batch: these records were consumed in this generation, and that is
+        # the generation the group coordinator must check the offset commit against.
+        cgmd = self.consumer.consumer_group_metadata()
+        self._process(batch, cgmd, parse_group_metadata(cgmd))
+
+    def _process(self, batch: list[Any], cgmd: bytes, group: dict[str, Any]) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        cfg = self.cfg
+        self.seq += 1
+        seq = self.seq
+        generation = group.get("generation")
+        member = group.get("member_id")
+        inputs = [[m.partition(), m.offset(), m.value().decode()] for m in batch]
+        self.rec.invoke(
+            "txn",
+            {
+                "txn": seq,
+                "transactional_id": self.tid,
+                "generation": generation,
+                "member_id": member,
+                "inputs": inputs,
+            },
+        )
+        outputs: list[list[Any]] = [[None, None, None, p, o] for p, o, _ in inputs]
+        result: dict[str, Any] = {"txn": seq, "outputs": outputs, "offsets": None}
+        delivery_errors: list[Any] = []
+
+        def delivered(i: int) -> Any:
+            def cb(err: Any, msg: Any) -> None:
+                if err is None:
+                    outputs[i][0] = msg.partition()
+                    outputs[i][1] = msg.offset()
+                else:
+                    delivery_errors.append(err)
+
+            return cb
+
+        headers_common = [
+            (H_INSTANCE, str(cfg.instance).encode()),
+            (H_TXN_ID, (self.tid or "").encode()),
+            (H_GENERATION, str(generation).encode()),
+            (H_MEMBER_ID, (member or "").encode()),
+            (H_TXN_SEQ, str(seq).encode()),
+        ]
+        stage = "begin"
+        try:
+            if cfg.transactional:
+                self._begin()
+            stage = "produce"
+            for i, m in enumerate(batch):
+                out_value = transform(m.value().decode())
+                outputs[i][2] = out_value
+                self.producer.produce(
+                    cfg.output_topic,
+                    key=m.value(),
+                    value=out_value.encode(),
+                    partition=m.partition() % cfg.output_partitions,
+                    headers=[
+                        (H_SRC_TOPIC, m.topic().encode()),
+                        (H_SRC_PARTITION, str(m.partition()).encode()),
+                        (H_SRC_OFFSET, str(m.offset()).encode()),
+                        *headers_common,
+                    ],
+                    on_delivery=delivered(i),
+                )
+            self._hook("after-produce")
+            stage = "flush"
+            self._flush()
+            if delivery_errors:
+                # Never commit offsets past an input whose output was not written.
+                err = delivery_errors[0]
+                raise TxnError(
+                    {
+                        "stage": "produce",
+                        "code": err.name(),
+                        "message": err.str(),
+                        "fatal": bool(err.fatal()),
+                        "abortable": True,
+                        "retriable": bool(err.retriable()),
+                        "failed_outputs": len(delivery_errors),
+                    }
+                )
+            self._hook("after-flush")
+            positions = [
+                tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0
+            ]
+            result["offsets"] = sorted([tp.partition, tp.offset] for tp in positions)
+            if cfg.variant == "at-least-once":
+                stage = "commit-offsets"
+                self._hook("before-offsets")
+                self._commit_offsets(positions)
+                self._hook("after-commit")
+            else:
+                if cfg.abort_probability and self.rng.random() < cfg.abort_probability:
+                    raise DeliberateAbort()
+                if cfg.variant != "offsets-outside-txn":
+                    stage = "send-offsets"
+                    self._hook("before-offsets")
+                    self._call(
+                        "send-offsets",
+                        self.producer.send_offsets_to_transaction,
+                        [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in positions],
+                        cgmd,
+                    )
+                stage = "commit"
+                self._hook("before-commit")
+                self._call("commit", self.producer.commit_transaction)
+                self._hook("after-commit")
+                if cfg.variant == "offsets-outside-txn":
+                    stage = "commit-offsets"
+                    self._commit_offsets(positions)
+        except DeliberateAbort:
+            self._failed_txn(
+                result,
+                {
+                    "stage": "deliberate-abort",
+                    "code": "DELIBERATE_ABORT",
+                    "message": "aborted on purpose (abort probability)",
+                    "fatal": False,
+                    "abortable": True,
+                    "retriable": False,
+                },
+            )
+            return
+        except TxnError as exc:
+            self._failed_txn(result, exc.info)
+            return
+        except (KafkaException, BufferError) as exc:  # produce() refusing a record
+            self._failed_txn(result, error_info(exc, stage))
+            return
+        self.committed += 1
+        self.rec.ok("txn", result)
+
+    def _begin(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise TxnError(error_info(exc, "begin")) from None
+
+    def _flush(self) -> None:
+        """Wait for every delivery report (output offsets), within the call bound."""
+        deadline = time.monotonic() + self.cfg.call_timeout_s
+        while self.producer.flush(max(0.1, deadline - time.monotonic())) > 0:
+            if time.monotonic() >= deadline:
+                raise TxnError(
+                    {
+                        "stage": "flush",
+                        "code": "_TIMED_OUT",
+                        "message": "outputs not acknowledged within the call timeout",
+                        "fatal": False,
+                        "abortable": True,
+                        "retriable": False,
+                    }
+                )
+
+    def _commit_offsets(self, positions: list[Any]) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.consumer.commit(offsets=positions, asynchronous=False)
+        except KafkaException as exc:
+            raise TxnError(error_info(exc, "commit-offsets")) from None
+
+    def _failed_txn(self, result: dict[str, Any], info: dict[str, Any]) -> None:
+        """Record how a unit of processing ended when it did not commit cleanly, and react.
+
+        * Nothing committed can have happened before the commit step, so errors there are
+          ``fail``. A commit that failed with anything but an abortable error may or may not
+          have taken effect (a lost EndTxn response, a fence racing a completed commit): that
+          is ``info``, and the instance exits so its successor carries a new process id.
+        * Without a transaction (at-least-once) outputs may be durable as soon as they are
+          produced, and after offsets-outside-txn's commit they are: failures there are
+          ``info`` too.
+        * Fenced and fatal errors end the instance; abortable ones abort, rewind, continue.
+        """
+        cfg = self.cfg
+        self.failed += 1
+        stage = info["stage"]
+        fenced = is_fenced(info)
+        if stage == "commit-offsets" or (not cfg.transactional and stage != "begin"):
+            self.rec.info("txn", result, info)
+            raise Stop(EXIT_UNCERTAIN, "uncertain")
+        if stage == "commit" and not info["abortable"]:
+            self.rec.info("txn", result, info)
+            raise Stop(EXIT_FENCED if fenced else EXIT_UNCERTAIN, "uncertain")
+        if fenced or info["fatal"]:
+            self.rec.fail("txn", result, info)
+            raise Stop(EXIT_FENCED if fenced else EXIT_FATAL, "fenced" if fenced else "fatal")
+        if cfg.transactional:
+            try:
+                self._call("abort", self.producer.abort_transaction)
+            except TxnError as exc:
+                self.rec.fail("txn", result, {**info, "abort_error": exc.info})
+                abort_fenced = is_fenced(exc.info)
+                raise Stop(
+                    EXIT_FENCED if abort_fenced else EXIT_FATAL,
+                    "fenced" if abort_fenced else "fatal",
+                ) from None
+        self.rec.fail("txn", result, info)
+        if cfg.variant != "no-rewind":
+            self._rewind()
+
+    def _rewind(self) -> None:
+        """Seek back to the group's committed offsets: the aborted inputs must be read again."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+        assignment = self.consumer.assignment()
+        parts = sorted([tp.topic, tp.partition] for tp in assignment)
+        self.rec.invoke("rewind", {"partitions": parts})
+        if not assignment:
+            self.rec.ok("rewind", {"partitions": parts, "offsets": []})
+            return
+        try:
+            committed = self._call("rewind", self.consumer.committed, assignment)
+            offsets = []
+            for tp in committed:
+                if tp.error is not None:
+                    raise TxnError(
+                        {"stage": "rewind", "code": tp.error.name(), "message": tp.error.str()}
+                    )
+                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+                offsets.append([tp.partition, tp.offset])
+        except KafkaException as exc:
+            self.rec.fail("rewind", {"partitions": parts}, error_info(exc, "rewind"))
+            raise Stop(EXIT_REWIND_FAILED, "rewind-failed") from None
+        except TxnError as exc:
+            self.rec.fail("rewind", {"partitions": parts}, exc.info)
+            raise Stop(EXIT_REWIND_FAILED, "rewind-failed") from None
+        self.rec.ok("rewind", {"partitions": parts, "offsets": sorted(offsets)})
+
+    def _close(self) -> None:
+        """Leave the group (revocation is recorded) and drop the producer without waiting."""
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception as exc:
+                warn(f"instance {self.cfg.instance}: consumer close failed: {exc}")
+        if self.producer is not None:
+            self.producer.flush(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.eos_processor")
+    parser.add_argument("--config", required=True, help="ProcessorConfig as a JSON object")
+    args = parser.parse_args(argv)
+    try:
+        cfg = ProcessorConfig.from_json(args.config)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    return Processor(cfg).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

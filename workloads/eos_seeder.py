@@ -1,0 +1,192 @@
+"""The seeder: the pipeline's only source of input, and the ground truth checkers compare to.
+
+Every committed input value is unique (``v000123``), written once by an idempotent producer
+with ``acks=all`` to a topic with min.insync.replicas 2, so "what should come out" is exactly
+the set of values the seeder saw acknowledged. Sends are spread over the test's time limit so
+processing (and the faults aimed at it) happens throughout, not in one burst at the start.
+
+Every ``poison_every``-th batch is different: a few *poison* values (``x000007``) written in a
+transaction that the seeder then aborts. They are in the log but never committed, so a
+read_committed processor must never see them; a processor reading uncommitted data turns them
+into output, which is how the ``read-uncommitted`` variant becomes visible to a checker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from history import Recorder
+from workloads.eos_config import poison_value, seed_value
+from workloads.eos_kafka import error_info
+
+#: How long an unacknowledged send may stay in flight (rides out elections and partitions).
+DELIVERY_TIMEOUT_MS = 120_000
+
+
+@dataclass
+class SeedResult:
+    """What the seeder knows for certain: acknowledged values and where they landed."""
+
+    sent: int = 0
+    uncertain: int = 0
+    poison: int = 0
+    seconds: float = 0.0
+    #: Per input partition, the offset after the last acknowledged value: the drain target.
+    ends: dict[int, int] = field(default_factory=dict)
+
+
+class Seeder:
+    """Writes ``values`` unique values to ``topic`` and records every send as history ops."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        history_path: Path,
+        *,
+        values: int,
+        batch: int = 50,
+        seconds: float = 0.0,
+        poison_every: int = 0,
+        poison_batch: int = 5,
+        poison_txn_id: str = "eos-seeder-poison",
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.values = values
+        self.batch = batch
+        self.seconds = seconds
+        self.poison_every = poison_every
+        self.poison_batch = poison_batch
+        self.poison_txn_id = poison_txn_id
+        self.rec = Recorder(
+            history_path, "seeder", meta={"workload": "eos", "role": "seeder", **(meta or {})}
+        )
+        self.result = SeedResult()
+
+    def run(self, stop: threading.Event | None = None) -> SeedResult:
+        """Send everything, paced over ``seconds``; returns early (recorded) if ``stop`` is set."""
+        from confluent_kafka import Producer
+
+        stop = stop or threading.Event()
+        common = {"bootstrap.servers": self.bootstrap, "log_level": 3, "linger.ms": 5}
+        producer = Producer(
+            {
+                **common,
+                "enable.idempotence": True,
+                "acks": "all",
+                "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
+            }
+        )
+        poison = None
+        if self.poison_every:
+            poison = Producer({**common, "transactional.id": self.poison_txn_id})
+            poison.init_transactions(60)
+        batches = [
+            list(range(i, min(i + self.batch, self.values)))
+            for i in range(0, self.values, self.batch)
+        ]
+        interval = self.seconds / len(batches)
+        t0 = time.monotonic()
+        poison_next = 0
+        try:
+            for n, indexes in enumerate(batches):
+                if stop.is_set():
+                    break
+                if poison is not None and n % self.poison_every == self.poison_every - 1:
+                    count = self.poison_batch
+                    self._send_poison(poison, range(poison_next, poison_next + count))
+                    poison_next += count
+                self._send(producer, indexes)
+                # Pacing (a rate, not synchronisation): the next batch is due at t0 + k*interval.
+                stop.wait(max(0.0, t0 + (n + 1) * interval - time.monotonic()))
+        finally:
+            producer.flush(5)
+            if poison is not None:
+                poison.flush(5)
+            self.rec.close()
+        self.result.seconds = time.monotonic() - t0
+        return self.result
+
+    def _send(self, producer: Any, indexes: list[int]) -> None:
+        entries: list[list[Any]] = [[seed_value(i), i % self.partitions, None] for i in indexes]
+        errors: list[str] = []
+        self.rec.invoke("send", {"values": [[v, p] for v, p, _ in entries]})
+
+        def cb_for(entry: list[Any]) -> Any:
+            def cb(err: Any, msg: Any) -> None:
+                if err is None:
+                    entry[2] = msg.offset()
+                else:
+                    errors.append(str(err))
+
+            return cb
+
+        for entry in entries:
+            value, partition, _ = entry
+            producer.produce(
+                self.topic,
+                key=value.encode(),
+                value=value.encode(),
+                partition=partition,
+                on_delivery=cb_for(entry),
+            )
+        left = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 10)
+        acked = [e for e in entries if e[2] is not None]
+        for _value, partition, offset in acked:
+            self.result.ends[partition] = max(self.result.ends.get(partition, 0), offset + 1)
+        self.result.sent += len(acked)
+        if len(acked) == len(entries):
+            self.rec.ok("send", {"values": entries})
+            return
+        # Not acknowledged: the idempotent producer may still have written them.
+        self.result.uncertain += len(entries) - len(acked)
+        error = {
+            "code": "UNACKNOWLEDGED",
+            "message": errors[0] if errors else f"{left} sends still in flight after flush",
+            "count": len(entries) - len(acked),
+        }
+        self.rec.info("send", {"values": entries}, error)
+
+    def _send_poison(self, producer: Any, indexes: range) -> None:
+        """A transaction whose values must never be seen by a read_committed reader: aborted."""
+        from confluent_kafka import KafkaException
+
+        entries: list[list[Any]] = [[poison_value(i), i % self.partitions, None] for i in indexes]
+        self.rec.invoke("send-aborted", {"values": [[v, p] for v, p, _ in entries]})
+
+        def cb_for(entry: list[Any]) -> Any:
+            def cb(err: Any, msg: Any) -> None:
+                if err is None:
+                    entry[2] = msg.offset()
+
+            return cb
+
+        error: dict[str, Any] = {
+            "code": "DELIBERATE_ABORT",
+            "message": "poison values, aborted on purpose",
+        }
+        try:
+            producer.begin_transaction()
+            for entry in entries:
+                producer.produce(
+                    self.topic,
+                    key=entry[0].encode(),
+                    value=entry[0].encode(),
+                    partition=entry[1],
+                    on_delivery=cb_for(entry),
+                )
+            producer.flush(30)
+            producer.abort_transaction(60)
+        except KafkaException as exc:
+            # Never committed either way: an unfinished transaction is aborted by its timeout.
+            error = {**error, "abort_error": error_info(exc, "abort")}
+        self.result.poison += len(entries)
+        self.rec.fail("send-aborted", {"values": entries}, error)

@@ -1,0 +1,684 @@
+"""The Jepsen-style ``queue`` workload: supervisor, final drain, and ``run_queue``.
+
+The clients are separate OS processes (:mod:`workloads.queue_client`), one Jepsen process
+each, spawned in their own sessions with the cluster's environment so the reaper can find them
+if the harness dies. The supervisor keeps ``clients`` of them running until the time limit:
+when one exits (a ``crash`` op, an op with an unknown outcome, a SIGKILL from a nemesis) a
+fresh process with a new process id takes its slot, as Jepsen replaces a crashed client.
+
+At the end, as in Jepsen's final-poll phase, a fresh read_committed consumer assigned to every
+key reads each partition from the beginning to its end, and its reads are recorded as ``ok``
+polls of one more process; without that, ``unseen`` and ``lost-write`` would be judged on
+whatever the clients happened to poll. Transactions left open by clients that died are
+fenced first (``init_transactions`` with their transactional id), so the drain does not wait
+a transaction timeout for the last stable offset to move. Finally all per-process files are
+merged into ``history.jsonl``.
+
+Layout of a run directory: ``processes/<process>.jsonl`` (clients and the final reader),
+``processes/supervisor.jsonl`` (spawns, exits, fencing), ``logs/client-<process>.log``
+(client stderr) and the merged ``history.jsonl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from time import monotonic_ns
+from typing import IO, TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from harness.readiness import ensure_topic
+from harness.waits import WaitTimeout, wait_for
+from history import Recorder, merge_histories
+from workloads.queue_client import (
+    CLEAN_EXITS,
+    OP_FS,
+    SUB_VIAS,
+    BadConfig,
+    ClientConfig,
+    decode_value,
+)
+
+if TYPE_CHECKING:
+    from harness.cluster import Cluster
+
+log = logging.getLogger("workloads.queue")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: A client that dies sooner than this after its start delays its successor by as much, so a
+#: client that cannot start (broker unreachable) does not spin the CPU.
+MIN_LIFETIME_S = 1.0
+#: Do not start a successor with less than this left before the end: it could not do anything.
+MIN_REMAINING_S = 1.0
+MONITOR_INTERVAL_S = 0.1
+HISTORY_NAME = "history.jsonl"
+
+
+@dataclass
+class QueueOptions:
+    """One queue run: topic layout, client behaviour and the end-of-run phase."""
+
+    topic: str = "queue"
+    #: Keys = partitions of ``topic`` (key k is partition k).
+    keys: int = 4
+    clients: int = 3
+    replication: int = 3
+    min_insync: int = 2
+    txn: bool = True
+    sub_via: str = "assign"
+    #: Relative weights of send / poll / txn ops; ``None`` = equal weights (txn only with txn).
+    weights: dict[str, float] | None = None
+    max_txn_len: int = 4
+    sub_p: float = 1 / 16
+    abort_p: float = 0.0
+    crash_p: float = 0.0
+    #: Maximum ops per second per client process.
+    rate: float = 10.0
+    time_limit: float = 30.0
+    seed: int = 0
+    read_committed: bool = True
+    poll_ms: int = 100
+    op_timeout_s: float = 10.0
+    transaction_timeout_ms: int = 10000
+    session_timeout_ms: int = 6000
+    #: Bound on the end-of-run phase (fencing, settling, final reads).
+    final_timeout_s: float = 60.0
+    group_id: str | None = None
+    txn_id_prefix: str | None = None
+
+    @property
+    def effective_weights(self) -> dict[str, float]:
+        if self.weights is not None:
+            return dict(self.weights)
+        return {f: 1.0 for f in OP_FS if self.txn or f != "txn"}
+
+    @property
+    def effective_group_id(self) -> str:
+        return self.group_id or f"{self.topic}-group"
+
+    def transactional_id(self, process: int) -> str | None:
+        if not self.txn:
+            return None
+        return f"{self.txn_id_prefix or self.topic + '-txn'}-{process}"
+
+    def client_config(
+        self, process: int, bootstrap: str, history_path: Path, end_ns: int | None
+    ) -> ClientConfig:
+        remaining = (end_ns - monotonic_ns()) / 1e9 if end_ns is not None else self.time_limit
+        return ClientConfig(
+            process=process,
+            bootstrap=bootstrap,
+            topic=self.topic,
+            keys=self.keys,
+            history_path=str(history_path),
+            group_id=self.effective_group_id,
+            transactional_id=self.transactional_id(process),
+            seed=self.seed,
+            txn=self.txn,
+            sub_via=self.sub_via,
+            weights=self.effective_weights,
+            max_txn_len=self.max_txn_len,
+            sub_p=self.sub_p,
+            abort_p=self.abort_p,
+            crash_p=self.crash_p,
+            rate=self.rate,
+            time_limit=max(0.001, remaining),
+            end_monotonic_ns=end_ns,
+            read_committed=self.read_committed,
+            poll_ms=self.poll_ms,
+            op_timeout_s=self.op_timeout_s,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            session_timeout_ms=self.session_timeout_ms,
+        )
+
+    def validate(self) -> None:
+        """Fail before any cluster work on options a client would refuse anyway."""
+        if self.clients < 1:
+            raise HarnessError("the queue workload needs at least one client")
+        if self.replication < 1 or not 1 <= self.min_insync <= self.replication:
+            raise HarnessError("need replication >= 1 and 1 <= min_insync <= replication")
+        if self.sub_via not in SUB_VIAS:
+            raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
+        if self.final_timeout_s <= 0:
+            raise HarnessError("final_timeout_s must be > 0")
+        try:
+            self.client_config(0, "localhost:9092", Path("0.jsonl"), None).validate()
+        except BadConfig as exc:
+            raise HarnessError(f"bad queue options: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise HarnessError(f"unknown queue option(s): {', '.join(unknown)}")
+        return cls(**dict(raw))
+
+
+@dataclass
+class _Client:
+    process: int
+    slot: int
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+    started: float
+    transactional_id: str | None
+    reaped: bool = False
+
+
+class QueueWorkload:
+    """One queue run's client side. Use as a context manager so no client outlives it.
+
+    It also satisfies ``nemeses.control.ClientControl`` (``processor_pids``,
+    ``transactional_ids``, ``bootstrap``, ``group_id``, topics and timeouts), so the same
+    process-level faults as for the eos workload (pause, kill, hijack) apply to its clients.
+    """
+
+    def __init__(self, options: QueueOptions, cluster: Cluster, run_dir: Path) -> None:
+        options.validate()
+        self.options = options
+        self.cluster = cluster
+        self.run_dir = Path(run_dir)
+        self.processes_dir = self.run_dir / "processes"
+        self.logs_dir = self.run_dir / "logs"
+        self.processes_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._clients: dict[int, _Client] = {}  # every client process ever started
+        self._slots: dict[int, int] = {}  # slot -> its current process id
+        self._next_process = 0
+        self.end_ns: int | None = None
+        self._keep_alive = False
+        self._stop_monitor = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._supervisor: Recorder | None = None
+        self.final_complete: bool | None = None
+
+    def __enter__(self) -> QueueWorkload:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- what nemeses see (ClientControl) ----------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def group_id(self) -> str:
+        return self.options.effective_group_id
+
+    @property
+    def input_topic(self) -> str:
+        return self.options.topic
+
+    @property
+    def output_topic(self) -> str:
+        return self.options.topic
+
+    @property
+    def session_timeout_s(self) -> float:
+        return self.options.session_timeout_ms / 1000
+
+    @property
+    def transaction_timeout_s(self) -> float:
+        return self.options.transaction_timeout_ms / 1000
+
+    def processor_pids(self) -> dict[int, int]:
+        """Live client processes: history process id -> OS pid."""
+        with self._lock:
+            return {
+                p: self._clients[p].proc.pid
+                for p in self._slots.values()
+                if self._clients[p].proc.poll() is None
+            }
+
+    def transactional_ids(self) -> dict[int, str]:
+        """Live client processes' transactional ids (empty without transactions)."""
+        with self._lock:
+            return {
+                p: tid
+                for p in self._slots.values()
+                if (tid := self._clients[p].transactional_id) is not None
+                and self._clients[p].proc.poll() is None
+            }
+
+    def kill_client(self, process: int) -> None:
+        """SIGKILL a client: a crash. The supervisor starts a successor with a new id."""
+        with self._lock:
+            client = self._clients.get(process)
+        if client is None or client.proc.poll() is not None:
+            raise HarnessError(f"client process {process} is not running")
+        os.kill(client.proc.pid, signal.SIGKILL)
+
+    def processes(self) -> list[int]:
+        """Every client process id started so far, in order."""
+        with self._lock:
+            return sorted(self._clients)
+
+    def history_path(self, process: int | str) -> Path:
+        return self.processes_dir / f"{process}.jsonl"
+
+    # --- set-up and clients --------------------------------------------------------------
+
+    def setup(self) -> None:
+        """The topic: one partition per key, RF ``replication``, ``min.insync.replicas``."""
+        o = self.options
+        config = {"min.insync.replicas": str(o.min_insync)}
+        ensure_topic(self.cluster, o.topic, o.keys, o.replication, config, timeout=60)
+
+    def _record(self, type_: str, f: str, value: Any, error: Any = None) -> None:
+        with self._lock:
+            if self._supervisor is None:
+                self._supervisor = Recorder(
+                    self.history_path("supervisor"),
+                    "supervisor",
+                    meta={"workload": "queue", "role": "supervisor"},
+                )
+            self._supervisor.record(type_, f, value, error)  # type: ignore[arg-type]
+
+    def _allocate_process(self) -> int:
+        with self._lock:
+            process = self._next_process
+            self._next_process += 1
+            return process
+
+    def _spawn(self, slot: int, replaces: int | None = None) -> _Client:
+        with self._lock:
+            process = self._allocate_process()
+            cfg = self.options.client_config(
+                process, self.cluster.bootstrap, self.history_path(process), self.end_ns
+            )
+            cfg.meta = {"slot": slot, "replaces": replaces}
+            value = {
+                "slot": slot,
+                "process": process,
+                "transactional_id": cfg.transactional_id,
+                "replaces": replaces,
+            }
+            self._record("invoke", "spawn", value)
+            env = dict(self.cluster.env)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+            )
+            logf = open(self.logs_dir / f"client-{process}.log", "ab")  # noqa: SIM115
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workloads.queue_client", "--config", cfg.to_json()],
+                env=env,
+                cwd=PROJECT_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            client = _Client(process, slot, proc, logf, time.monotonic(), cfg.transactional_id)
+            self._clients[process] = client
+            self._slots[slot] = process
+            self._record("ok", "spawn", {**value, "pid": proc.pid})
+            return client
+
+    def _reap(self, client: _Client) -> None:
+        """Record that a client is gone (exit status; negative = killed by that signal)."""
+        value = {"slot": client.slot, "process": client.process, "pid": client.proc.pid}
+        self._record("invoke", "exit", value)
+        self._record("ok", "exit", {**value, "returncode": client.proc.returncode})
+        client.reaped = True
+        client.log.close()
+
+    def start(self) -> None:
+        """Start ``clients`` processes and the thread that replaces the ones that exit."""
+        if self._monitor is not None:
+            raise HarnessError("clients already started")
+        self.end_ns = monotonic_ns() + int(self.options.time_limit * 1e9)
+        for slot in range(self.options.clients):
+            self._spawn(slot)
+        self._keep_alive = True
+        self._monitor = threading.Thread(target=self._watch, name="queue-supervisor", daemon=True)
+        self._monitor.start()
+
+    def _remaining(self) -> float:
+        return 0.0 if self.end_ns is None else (self.end_ns - monotonic_ns()) / 1e9
+
+    def _watch(self) -> None:
+        respawn_at: dict[int, float] = {}
+        while not self._stop_monitor.wait(MONITOR_INTERVAL_S):
+            with self._lock:
+                if not self._keep_alive:
+                    return
+                for slot, process in list(self._slots.items()):
+                    client = self._clients[process]
+                    if client.proc.poll() is None:
+                        continue
+                    if not client.reaped:
+                        self._reap(client)
+                        lived = time.monotonic() - client.started
+                        respawn_at[slot] = time.monotonic() + max(0.0, MIN_LIFETIME_S - lived)
+                    if self._remaining() < MIN_REMAINING_S:
+                        continue
+                    if time.monotonic() >= respawn_at.get(slot, 0.0):
+                        respawn_at.pop(slot, None)
+                        self._spawn(slot, replaces=process)
+
+    def wait_until_end(self, stop: threading.Event | None = None) -> None:
+        """Let the clients run until the time limit (or until ``stop`` is set)."""
+        event = stop or threading.Event()
+        event.wait(max(0.0, self._remaining()))
+
+    def stop_clients(
+        self, grace: float | None = None, *, at_end: bool = True
+    ) -> dict[int, int | None]:
+        """Stop replacing clients, let the live ones finish their last op and exit at the time
+        limit (``at_end``; otherwise at once), then SIGTERM (SIGCONT first, in case a nemesis
+        left one paused) and finally SIGKILL stragglers. Returns the exit codes of the clients
+        stopped here."""
+        self._keep_alive = False
+        self._stop_monitor.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=10)
+        grace = 2 * self.options.op_timeout_s + 5 if grace is None else grace
+        with self._lock:
+            live = [self._clients[p] for p in self._slots.values()]
+            live = [c for c in live if not c.reaped]
+        if not live:
+            return {}
+        for c in live:
+            if c.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c.proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + (max(0.0, self._remaining()) if at_end else 0.0) + grace
+        self._wait_exit(live, deadline)
+        stragglers = [c for c in live if c.proc.poll() is None]
+        for c in stragglers:
+            log.warning("queue client %d did not stop at the time limit; SIGTERM", c.process)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(c.proc.pid, signal.SIGUSR1)  # stack dump into its log, for diagnosis
+                os.kill(c.proc.pid, signal.SIGTERM)
+        self._wait_exit(stragglers, time.monotonic() + 10)
+        for c in stragglers:
+            if c.proc.poll() is None:
+                log.warning("queue client %d ignored SIGTERM; SIGKILL", c.process)
+                c.proc.kill()
+                c.proc.wait(timeout=10)
+        with self._lock:
+            for c in live:
+                self._reap(c)
+        return {c.process: c.proc.returncode for c in live}
+
+    @staticmethod
+    def _wait_exit(clients: list[_Client], deadline: float) -> None:
+        for c in clients:
+            try:
+                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue
+
+    # --- the end of a run ------------------------------------------------------------
+
+    def fence_leftovers(self) -> list[str]:
+        """Abort transactions that clients left open by dying (killed, or exited after an op
+        with an unknown outcome): ``init_transactions`` with their id makes the coordinator
+        finish any commit already requested and abort the rest, so the final drain need not
+        wait out ``transaction.timeout.ms`` for the last stable offset to move."""
+        from confluent_kafka import Producer
+
+        with self._lock:
+            tids = [
+                c.transactional_id
+                for c in self._clients.values()
+                if c.transactional_id is not None
+                and c.proc.poll() is not None
+                and c.proc.returncode not in CLEAN_EXITS
+            ]
+        if not tids:
+            return []
+        self._record("invoke", "fence", {"transactional_ids": tids})
+        failed: list[list[str]] = []
+        for tid in tids:
+            producer = Producer(
+                {
+                    "bootstrap.servers": self.cluster.bootstrap,
+                    "transactional.id": tid,
+                    "transaction.timeout.ms": self.options.transaction_timeout_ms,
+                    "log_level": 0,
+                }
+            )
+            try:
+                producer.init_transactions(self.options.op_timeout_s)
+            except Exception as exc:
+                failed.append([tid, str(exc)])
+            finally:
+                producer.flush(1)
+        if failed:
+            self._record(
+                "info", "fence", {"transactional_ids": tids}, {"code": "FENCE", "failed": failed}
+            )
+        else:
+            self._record("ok", "fence", {"transactional_ids": tids})
+        return tids
+
+    def end_offsets(self, committed: bool) -> dict[int, int]:
+        """Per key: the last stable offset (``committed``) or the high watermark.
+
+        A fresh admin client each time, through the brokers' internal listeners: after a
+        broker restart a long-lived client's cached leader epochs made ListOffsets fail with
+        FENCED_LEADER_EPOCH for as long as we retried (seen with confluent-kafka 2.16).
+        """
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+        o = self.options
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.cluster.internal_bootstrap,
+                "log_level": 0,
+                "socket.timeout.ms": 5000,
+            }
+        )
+        request = {TopicPartition(o.topic, p): OffsetSpec.latest() for p in range(o.keys)}
+        futures = admin.list_offsets(request, isolation_level=level, request_timeout=10)
+        return {tp.partition: fut.result(timeout=15).offset for tp, fut in futures.items()}
+
+    def wait_settled(self, timeout: float) -> dict[int, int]:
+        """Wait until no transaction is open on any key (last stable offset = high watermark)
+        and return those end offsets: everything below them is decided."""
+        self._record("invoke", "settle", None)
+        ends: dict[int, int] = {}
+
+        def settled() -> bool:
+            hw = self.end_offsets(committed=False)
+            lso = self.end_offsets(committed=True)
+            ends.clear()
+            ends.update(hw)
+            return hw == lso
+
+        try:
+            wait_for(settled, timeout=timeout, interval=0.2, what="open transactions to end")
+        except WaitTimeout as exc:
+            value = sorted([k, v] for k, v in ends.items())
+            self._record("info", "settle", value, {"code": "TIMED_OUT", "message": str(exc)})
+            raise
+        self._record("ok", "settle", sorted([k, v] for k, v in ends.items()))
+        return dict(ends)
+
+    def final_reads(self, ends: Mapping[int, int | None], timeout: float) -> bool:
+        """Jepsen's final polls: a fresh read_committed consumer, under a new process id,
+        assigned to every key from the beginning, polls until it reached each key's end.
+        Returns False if the deadline came first (``unseen`` may then be spurious)."""
+        process = self._allocate_process()
+        with Recorder(
+            self.history_path(process),
+            process,
+            meta={"workload": "queue", "role": "final", "ends": sorted(ends.items())},
+        ) as rec:
+            complete = read_to_end(
+                rec,
+                self.cluster.bootstrap,
+                self.options.topic,
+                ends,
+                f"{self.options.effective_group_id}-final-{process}",
+                timeout,
+            )
+        self.final_complete = complete
+        return complete
+
+    def finish(self) -> bool:
+        """After :meth:`stop_clients`: fence leftovers, wait for open transactions to end,
+        read every key to its end. False if any of that timed out."""
+        deadline = time.monotonic() + self.options.final_timeout_s
+        if self.options.txn:
+            self.fence_leftovers()
+        settle_for = self.options.transaction_timeout_ms / 1000 + 15
+        try:
+            ends = self.wait_settled(min(settle_for, max(1.0, deadline - time.monotonic())))
+            settled = True
+        except WaitTimeout:
+            log.warning("transactions still open at the end of the run; reading what is stable")
+            settled = False
+            try:
+                ends = self.end_offsets(committed=True)
+            except Exception as exc:
+                log.warning("end offsets unknown (%s); reading each key to its first end", exc)
+                ends = dict.fromkeys(range(self.options.keys))
+        complete = self.final_reads(ends, max(5.0, deadline - time.monotonic()))
+        return settled and complete
+
+    def merge(self, meta: dict[str, Any] | None = None) -> Path:
+        """Merge every per-process file into ``history.jsonl`` and return its path."""
+        with self._lock:
+            if self._supervisor is not None:
+                self._supervisor.close()
+        paths = sorted(self.processes_dir.glob("*.jsonl"))
+        out = self.run_dir / HISTORY_NAME
+        summary = merge_histories(
+            paths,
+            out,
+            meta={
+                "workload": "queue",
+                "options": self.options.to_dict(),
+                "final_complete": self.final_complete,
+                **(meta or {}),
+            },
+        )
+        for note in summary.warnings:
+            log.warning("merge: %s", note)
+        return out
+
+    def close(self) -> None:
+        """Idempotent: no client outlives the workload, every file is closed."""
+        self.stop_clients(grace=0.0, at_end=False)
+        with self._lock:
+            for c in self._clients.values():
+                if not c.log.closed:
+                    c.log.close()
+            if self._supervisor is not None:
+                self._supervisor.close()
+
+
+def read_to_end(
+    rec: Recorder,
+    bootstrap: str,
+    topic: str,
+    ends: Mapping[int, int | None],
+    group_id: str,
+    timeout: float,
+) -> bool:
+    """Record an ``assign`` of every key, then ``poll`` ops until each key's reads reached
+    ``ends[key]`` (a record at ``end - 1``, or end-of-partition at or past ``end``; an end of
+    ``None`` means unknown: the first end-of-partition will do)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    keys = sorted(ends)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    try:
+        rec.invoke("assign", keys)
+        consumer.assign([TopicPartition(topic, k, OFFSET_BEGINNING) for k in keys])
+        rec.ok("assign", keys)
+        target = {k: -1 if end is None else end for k, end in ends.items()}
+        pending = {k for k in keys if target[k] != 0}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            rec.invoke("poll", [["poll"]])
+            msgs = consumer.consume(500, 0.5)
+            result: dict[str, list[list[Any]]] = {}
+            for m in msgs:
+                err = m.error()
+                k = m.partition()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() >= target.get(k, 0):
+                            pending.discard(k)
+                    else:
+                        log.warning("final read: consumer event: %s", err)
+                    continue
+                result.setdefault(str(k), []).append([m.offset(), decode_value(m.value())])
+                if 0 <= target.get(k, 0) <= m.offset() + 1:
+                    pending.discard(k)
+            rec.ok("poll", [["poll", result]])
+        if pending:
+            log.warning("final read did not reach the end of keys %s", sorted(pending))
+        return not pending
+    finally:
+        consumer.close()
+
+
+def run_queue(
+    cluster: Cluster,
+    store_dir: Path,
+    options: QueueOptions | Mapping[str, Any],
+    *,
+    during: Callable[[QueueWorkload], Any] | None = None,
+    stop: threading.Event | None = None,
+) -> Path:
+    """Run the whole queue workload on a started cluster and return the merged history.
+
+    ``during`` (optional) is called once the clients run, with the workload, in this thread;
+    it is how a caller injects faults or watches progress (it may return early; the run lasts
+    the time limit either way, unless ``stop`` is set). The history is merged even if a phase
+    fails, so whatever happened is on disk.
+    """
+    opts = options if isinstance(options, QueueOptions) else QueueOptions.from_dict(options)
+    store = Path(store_dir)
+    store.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with QueueWorkload(opts, cluster, store) as workload:
+        try:
+            workload.setup()
+            workload.start()
+            try:
+                if during is not None:
+                    during(workload)
+                workload.wait_until_end(stop)
+            finally:
+                codes = workload.stop_clients()
+                log.info("queue clients stopped: %s", codes)
+            complete = workload.finish()
+            if not complete:
+                log.warning("queue final phase incomplete; see %s", store)
+        finally:
+            path = workload.merge({"seconds": round(time.monotonic() - t0, 3)})
+    return path
