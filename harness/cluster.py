@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -34,7 +35,14 @@ from harness.install import Installation, ensure_installed
 from harness.kafka_wire import PartitionView, fetch_partitions
 from harness.network import BridgeNetwork, LoopbackNetwork, namespaces_available, subnet_in_use
 from harness.node import INTERNAL_PORT, KafkaNode
-from harness.runstate import MARKER_ENV, Slot, acquire_slot, new_run_id, reap_all
+from harness.runstate import (
+    MARKER_ENV,
+    Slot,
+    acquire_slot,
+    live_run_ids,
+    new_run_id,
+    reap_all,
+)
 from harness.toxiproxy import Toxiproxy
 from harness.waits import wait_for
 
@@ -204,6 +212,7 @@ class Cluster:
         store = cfg.store or Path("store") / "clusters" / self.run_id
         self.dir = Path(store).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._claim_store()
         scratch = Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data"))
         self.data_root = scratch / self.run_id
         root_rules = self.net.forward_rules()
@@ -246,6 +255,19 @@ class Cluster:
         self.timings["ready"] = time.monotonic() - t0
         log.info("cluster %s ready in %.1fs", self.run_id, self.timings["ready"])
 
+    def _claim_store(self) -> None:
+        """Refuse a store directory that a live cluster is writing into (configs, logs)."""
+        assert self.dir is not None
+        marker = self.dir / "cluster.json"
+        if marker.exists():
+            try:
+                other = json.loads(marker.read_text()).get("run_id")
+            except ValueError:
+                other = None
+            if other and other != self.run_id and other in live_run_ids():
+                raise HarnessError(f"store {self.dir} is in use by live run {other}")
+        marker.write_text(json.dumps({"run_id": self.run_id, "cluster_id": self.cluster_id}))
+
     def _format(self) -> None:
         tv = self.config.transaction_version
         procs = [
@@ -261,10 +283,15 @@ class Cluster:
             )
             for n in self.nodes
         ]
-        for node, proc in procs:
-            out, _ = proc.communicate(timeout=120)
+        # Wait for every format before judging any: a failed start must not delete the data
+        # directories while another node's format is still writing into them.
+        outputs = [
+            (node, proc.communicate(timeout=120)[0], proc.returncode) for node, proc in procs
+        ]
+        for node, out, _code in outputs:
             (node.dir / "format.log").write_text(out)
-            if proc.returncode != 0:
+        for node, out, code in outputs:
+            if code != 0:
                 lines = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("\t")]
                 raise HarnessError(
                     f"formatting node {node.node_id} failed: {lines[-1] if lines else out}"

@@ -8,6 +8,7 @@ side without collisions. Another project can depend on this package and use the 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +30,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def harness_store(request: pytest.FixtureRequest) -> Path:
+    # Unique per session: two pytest processes (or xdist workers) must never share the
+    # directories their clusters write node configs and evidence into.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    path = Path(request.config.getoption("--store")).resolve() / "pytest" / worker
+    session = f"{time.strftime('%Y%m%dT%H%M%S')}-{worker}-{os.getpid()}"
+    path = Path(request.config.getoption("--store")).resolve() / "pytest" / session
     path.mkdir(parents=True, exist_ok=True)
     return path
 

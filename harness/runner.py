@@ -378,6 +378,7 @@ def run(options: RunOptions, nemeses: list[Nemesis] | None = None) -> RunResult:
             {
                 "cluster": _jsonable(asdict(cluster_config)),
                 "run_id": cluster.run_id,
+                "slot": cluster.slot.number if cluster.slot else None,
                 "kafka_version_resolved": str(cluster.install.version) if cluster.install else None,
                 "network_mode": "netns" if cluster.uses_netns else "loopback",
                 "broker_settings_effective": cluster.settings,

@@ -35,6 +35,7 @@ class Nemesis:
         self._lock = threading.Lock()
         self._t0 = 0.0
         self.errors: list[str] = []
+        self._entries: dict[int, dict[str, Any]] = {}  # id(details) -> its executed entry
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -70,21 +71,32 @@ class Nemesis:
         else:
             self.recorder.info(f, value, error)
 
+    def _timeline(self) -> list[tuple[float, int, int]]:
+        """(time, order, event index): starts and stops; events may overlap in a replay."""
+        limit = self.schedule.time_limit
+        out = []
+        for i, ev in enumerate(self.schedule.events):
+            out.append((ev.at, 1, i))
+            if not KINDS[ev.kind].instant:
+                out.append((min(ev.at + ev.duration, max(limit, ev.at)), 0, i))
+        return sorted(out)
+
     def _run(self) -> None:
-        for event in self.schedule.events:
-            if self._stop.wait(max(0.0, self._t0 + event.at - time.monotonic())):
+        running: dict[int, dict[str, Any]] = {}
+        for when, order, i in self._timeline():
+            if self._stop.wait(max(0.0, self._t0 + when - time.monotonic())):
                 return
-            details = self._start(event)
-            if details is None:
-                continue
-            if KINDS[event.kind].instant:
-                self._finish(event, details)
-                continue
-            end = min(event.at + event.duration, self.schedule.time_limit)
-            self._stop.wait(max(0.0, self._t0 + end - time.monotonic()))
-            self._finish(event, details)
-            if self._stop.is_set():
-                return
+            event = self.schedule.events[i]
+            if order == 1:
+                details = self._start(event)
+                if details is None:
+                    continue
+                if KINDS[event.kind].instant:
+                    self._finish(event, details)
+                else:
+                    running[i] = details
+            elif i in running:
+                self._finish(event, running.pop(i))
 
     def _start(self, event: Event) -> dict[str, Any] | None:
         kind = KINDS[event.kind]
@@ -106,15 +118,15 @@ class Nemesis:
         with self._lock:
             self.active.append((event, details))
         self._record("ok", "start", {**value, **details})
-        self.executed.append(
-            {
-                **value,
-                "started_at": round(started, 3),
-                "targets": details.get("targets"),
-                "why": details.get("why"),
-                "duration": event.duration,
-            }
-        )
+        entry = {
+            **value,
+            "started_at": round(started, 3),
+            "targets": details.get("targets"),
+            "why": details.get("why"),
+            "duration": event.duration,
+        }
+        self.executed.append(entry)
+        self._entries[id(details)] = entry
         return details
 
     def _finish(self, event: Event, details: dict[str, Any]) -> None:
@@ -131,8 +143,9 @@ class Nemesis:
             self._record("ok", "stop", {**value, **result})
         with self._lock:
             self.active = [(e, d) for e, d in self.active if d is not details]
-        if self.executed:
-            self.executed[-1]["stopped_at"] = round(self.elapsed(), 3)
+        entry = self._entries.pop(id(details), None)
+        if entry is not None:
+            entry["stopped_at"] = round(self.elapsed(), 3)
 
     def heal_all(self) -> None:
         """Undo every active fault (newest first), then heal whatever else remains."""

@@ -98,7 +98,7 @@ KINDS: dict[str, FaultKind] = {
         FaultKind(
             "zombie",
             f.processor_params,
-            f.processor_pause_start,
+            f.zombie_start,
             f.processor_pause_stop,
             needs_clients=True,
             zombie=True,

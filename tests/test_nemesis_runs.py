@@ -1,0 +1,200 @@
+"""Nemeses inside real eos runs: the zombie made on demand, exact replay, and Ctrl-C.
+
+The runs share the session's cluster (unique topic, group and transactional-id names); the
+Ctrl-C test runs the real CLI in a child process on a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.nemesis_run import ScheduledNemesis
+from harness.runner import RunOptions, RunResult, execute
+from harness.runstate import marked_processes
+from history import load_history, read_process_file
+from nemeses.schedule import Event, Schedule, load
+from workloads.eos_config import EosOptions
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parent.parent
+REJECTIONS = {
+    "UNKNOWN_MEMBER_ID",
+    "ILLEGAL_GENERATION",
+    "_FENCED",
+    "PRODUCER_FENCED",
+    "INVALID_PRODUCER_EPOCH",
+    "FENCED_INSTANCE_ID",
+}
+
+
+def _options(name: str, time_limit: float, **eos: Any) -> RunOptions:
+    defaults: dict[str, Any] = {
+        "values": 1500,
+        "partitions": 6,
+        "processors": 3,
+        "find_hanging": False,
+        "drain_timeout_s": 90.0,
+    }
+    suffix = f"-{name}-{uuid.uuid4().hex[:6]}"
+    return RunOptions(
+        eos=EosOptions(name_suffix=suffix, **{**defaults, **eos}), time_limit=time_limit, seed=5
+    )
+
+
+def _run(cluster: Any, store: Path, options: RunOptions) -> RunResult:
+    assert options.eos is not None
+    run_dir = store / "nemesis-runs" / options.eos.name_suffix.lstrip("-")
+    return execute(cluster, options, run_dir, [ScheduledNemesis(options)])
+
+
+def _write_schedule(path: Path, events: list[Event], time_limit: float) -> Path:
+    Schedule(0, sorted({e.kind for e in events}), time_limit, 5, 5, events).save(path)
+    return path
+
+
+def test_zombie_pause_is_rebalanced_away_and_its_commit_rejected(
+    kafka_cluster, harness_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    sched = _write_schedule(tmp_path / "s.json", [Event(4.0, "zombie", {"pick": 0}, 14.0)], 25)
+    options = _options("zombie", 25.0, session_timeout_ms=6000, transaction_timeout_ms=60000)
+    options.replay = sched
+    result = _run(kafka_cluster, harness_store, options)
+    ops = load_history(result.history)
+    start = next(
+        o for o in ops if o["process"] == "nemesis" and o["f"] == "start" and o["type"] == "ok"
+    )
+    stop = next(
+        o for o in ops if o["process"] == "nemesis" and o["f"] == "stop" and o["type"] == "ok"
+    )
+    zombie = start["value"]["targets"][0]
+    assert start["value"]["mode"] == "at-commit"
+    # While it was stopped, another member got its partitions.
+    moved = [
+        o
+        for o in ops
+        if o["f"] == "rebalance"
+        and o["process"] != zombie
+        and o["value"]["event"] == "assign"
+        and start["time"] < o["time"] < stop["time"]
+    ]
+    assert moved, "no rebalance moved the zombie's partitions"
+    # After the resume, its pending commit is rejected, not committed.
+    after = [
+        o
+        for o in ops
+        if o["process"] == zombie
+        and o["f"] == "txn"
+        and o["type"] != "invoke"
+        and o["time"] > stop["time"]
+    ]
+    assert after and after[0]["type"] in ("fail", "info"), after[:1]
+    assert after[0]["error"]["code"] in REJECTIONS, after[0]["error"]
+    assert result.summary["exactly_once"], result.summary
+
+
+def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: Path) -> None:  # type: ignore[no-untyped-def]
+    first = _options("orig", 30.0)
+    first.nemesis, first.nemesis_interval, first.nemesis_duration = "pause,slow,client-cut", 3, 4
+    a = _run(kafka_cluster, harness_store, first)
+    saved = load(a.run_dir / "schedule.json")
+    assert saved.events, "the schedule planned no fault"
+    again = _options("replay", 30.0)
+    again.replay = a.run_dir / "schedule.json"
+    b = _run(kafka_cluster, harness_store, again)
+    ea = json.loads((a.run_dir / "schedule.json").read_text())["executed"]
+    eb = json.loads((b.run_dir / "schedule.json").read_text())["executed"]
+    assert [(e["kind"], e["params"]) for e in ea] == [(e["kind"], e["params"]) for e in eb]
+    for x, y in zip(ea, eb, strict=True):
+        assert abs(x["started_at"] - y["started_at"]) < 1.0
+        assert abs(x["stopped_at"] - y["stopped_at"]) < 1.0
+    assert a.summary["exactly_once"] and b.summary["exactly_once"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="partitions need root")
+def test_ctrl_c_during_a_partition_and_a_pause_leaves_nothing(tmp_path: Path) -> None:
+    sched = _write_schedule(
+        tmp_path / "s.json",
+        [
+            Event(
+                1.0,
+                "partition",
+                {"shape": "isolate", "role": "random", "pick": 1, "seed": 1},
+                300.0,
+            ),
+            Event(2.0, "pause-processor", {"pick": 0}, 300.0),
+            Event(
+                3.0,
+                "slow",
+                {
+                    "mode": "latency",
+                    "attributes": {"latency": 300},
+                    "stream": "downstream",
+                    "role": "random",
+                    "pick": 2,
+                },
+                300.0,
+            ),
+        ],
+        300,
+    )
+    store = tmp_path / "store"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--workload",
+            "eos",
+            "--time-limit",
+            "300",
+            "--replay",
+            str(sched),
+            "--store",
+            str(store),
+            "--values",
+            "100000",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        started: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and len(started) < 3 and proc.poll() is None:
+            files = list(store.glob("*/*/processes/nemesis.jsonl"))
+            if files:
+                _h, ops, _w = read_process_file(files[0])
+                started = [o for o in ops if o["f"] == "start" and o["type"] == "ok"]
+            time.sleep(0.2)
+        assert len(started) == 3, proc.stderr.read() if proc.poll() is not None else started
+        run_dir = files[0].parent.parent
+        run_id = json.loads((run_dir / "config.json").read_text())["run_id"]
+        paused_pid = started[1]["value"]["pid"]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert not [p for p, rid in marked_processes().items() if rid == run_id]
+    assert not Path(f"/proc/{paused_pid}").exists()
+    _h, ops, _w = read_process_file(run_dir / "processes" / "nemesis.jsonl")
+    stopped = {o["value"]["kind"] for o in ops if o["f"] == "stop" and o["type"] == "ok"}
+    assert stopped == {"partition", "pause-processor", "slow"}, "faults healed before teardown"
+    slot = json.loads((run_dir / "config.json").read_text())["slot"]
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [line for line in ns.splitlines() if line.startswith(f"kh{slot}n")]
+    assert "Traceback" not in proc.stderr.read()
