@@ -7,6 +7,7 @@ only a bug shows a traceback.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import sys
@@ -126,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A crash inside a native client library must leave a Python stack behind, not silence.
+    faulthandler.enable()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -308,9 +308,24 @@ def processor_kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
     return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
 
 
+_HIJACK = """
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2],
+              "log_level": 0})
+p.init_transactions(60)
+p.flush(5)
+"""
+
+
 def hijack_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
-    """Call init_transactions with a live processor's transactional.id: fence it directly."""
-    from confluent_kafka import Producer
+    """Call init_transactions with a live processor's transactional.id: fence it directly.
+
+    The impostor is a separate OS process, as a competing instance would be; it also keeps
+    a native client's life and death out of the harness process.
+    """
+    import subprocess
+    import sys
 
     if ctx.clients is None:
         raise FaultError("hijack needs workload processes")
@@ -319,9 +334,14 @@ def hijack_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         raise FaultError("no live processor to hijack")
     instance = sorted(tids)[int(params.get("pick", 0)) % len(tids)]
     tid = tids[instance]
-    producer = Producer(
-        {"bootstrap.servers": ctx.clients.bootstrap, "transactional.id": tid, "log_level": 0}
+    proc = subprocess.run(
+        [sys.executable, "-c", _HIJACK, ctx.clients.bootstrap, tid],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
     )
-    producer.init_transactions(60)
-    producer.flush(5)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise FaultError(f"init_transactions as {tid} failed: {last}")
     return {"targets": [instance], "why": f"fence {tid} by a new producer", "transactional_id": tid}
