@@ -381,10 +381,14 @@ class QueueWorkload:
     def stop_clients(
         self, grace: float | None = None, *, at_end: bool = True
     ) -> dict[int, int | None]:
-        """Stop replacing clients, let the live ones finish their last op and exit at the time
-        limit (``at_end``; otherwise at once), then SIGTERM (SIGCONT first, in case a nemesis
-        left one paused) and finally SIGKILL stragglers. Returns the exit codes of the clients
-        stopped here."""
+        """Stop replacing clients and stop the live ones; returns their exit codes.
+
+        With ``at_end`` the clients end by themselves at the time limit after finishing their
+        last op; one still running ``grace`` seconds later is stuck, gets SIGUSR1 (a stack dump
+        into its log) and SIGTERM. Without ``at_end`` (the run is cut short) every client gets
+        SIGTERM at once, finishes its op and exits. Either way SIGCONT comes first, in case a
+        nemesis left a client paused, and SIGKILL ends whatever is left ``grace`` seconds later.
+        """
         self._keep_alive = False
         self._stop_monitor.set()
         if self._monitor is not None:
@@ -399,15 +403,16 @@ class QueueWorkload:
             if c.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(c.proc.pid, signal.SIGCONT)
-        deadline = time.monotonic() + (max(0.0, self._remaining()) if at_end else 0.0) + grace
-        self._wait_exit(live, deadline)
+        if at_end:
+            self._wait_exit(live, time.monotonic() + max(0.0, self._remaining()) + grace)
         stragglers = [c for c in live if c.proc.poll() is None]
         for c in stragglers:
-            log.warning("queue client %d did not stop at the time limit; SIGTERM", c.process)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(c.proc.pid, signal.SIGUSR1)  # stack dump into its log, for diagnosis
+                if at_end:
+                    log.warning("queue client %d still running after the time limit", c.process)
+                    os.kill(c.proc.pid, signal.SIGUSR1)  # stack dump into its log
                 os.kill(c.proc.pid, signal.SIGTERM)
-        self._wait_exit(stragglers, time.monotonic() + 10)
+        self._wait_exit(stragglers, time.monotonic() + (10.0 if at_end else grace))
         for c in stragglers:
             if c.proc.poll() is None:
                 log.warning("queue client %d ignored SIGTERM; SIGKILL", c.process)
@@ -580,7 +585,7 @@ class QueueWorkload:
 
     def close(self) -> None:
         """Idempotent: no client outlives the workload, every file is closed."""
-        self.stop_clients(grace=0.0, at_end=False)
+        self.stop_clients(grace=5.0, at_end=False)
         with self._lock:
             for c in self._clients.values():
                 if not c.log.closed:
@@ -659,7 +664,8 @@ def run_queue(
     ``during`` (optional) is called once the clients run, with the workload, in this thread;
     it is how a caller injects faults or watches progress (it may return early; the run lasts
     the time limit either way, unless ``stop`` is set). The history is merged even if a phase
-    fails, so whatever happened is on disk.
+    fails, so whatever happened is on disk. ``store_dir`` must not hold an earlier run: history
+    files are created exclusively, so two runs can never be mixed into one history.
     """
     opts = options if isinstance(options, QueueOptions) else QueueOptions.from_dict(options)
     store = Path(store_dir)
@@ -674,7 +680,7 @@ def run_queue(
                     during(workload)
                 workload.wait_until_end(stop)
             finally:
-                codes = workload.stop_clients()
+                codes = workload.stop_clients(at_end=stop is None or not stop.is_set())
                 log.info("queue clients stopped: %s", codes)
             complete = workload.finish()
             if not complete:

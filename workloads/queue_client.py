@@ -314,6 +314,10 @@ class QueueClient:
         if cfg.txn:
             pconf["transactional.id"] = cfg.transactional_id
             pconf["transaction.timeout.ms"] = cfg.transaction_timeout_ms
+            # librdkafka refuses a message timeout longer than the transaction timeout.
+            pconf["message.timeout.ms"] = min(
+                pconf["message.timeout.ms"], cfg.transaction_timeout_ms
+            )
         cconf: dict[str, Any] = {
             **common,
             "client.id": f"queue-c{cfg.process}",
@@ -710,9 +714,6 @@ class QueueClient:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
-        # A client stuck inside a client-library call cannot explain itself; SIGUSR1 (sent by
-        # the supervisor before it kills a straggler) dumps every thread's stack to the log.
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
         code, reason = EXIT_OK, "time limit"
         try:
             self._make_clients()
@@ -763,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = ClientConfig.from_json(args.config)
         cfg.validate()
-    except (BadConfig, json.JSONDecodeError) as exc:
+    except (BadConfig, json.JSONDecodeError, TypeError) as exc:
         print(f"queue_client: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     client = QueueClient(cfg)
@@ -777,4 +778,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # A client stuck inside a client-library call cannot explain itself; SIGUSR1 (sent by the
+    # supervisor to a client still running after the time limit) dumps every thread's stack to
+    # stderr, i.e. the client's log. Registered first, so SIGUSR1 never kills a client.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     sys.exit(main())
