@@ -77,6 +77,11 @@ def tool_class(install: Installation, simple_name: str) -> str:
     raise HarnessError(f"Kafka {install.version} has no tool class {simple_name}")
 
 
+def tools_log_option(install: Installation) -> str:
+    """The JVM option that sends a Kafka tool's logging to stderr at WARN."""
+    return _tools_log_config(install)
+
+
 def _tools_log_config(install: Installation) -> str:
     conf = install.libs_dir.parent / (
         "tools-log4j2.properties" if install.log4j2 else "tools-log4j.properties"

@@ -69,6 +69,8 @@ class RunOptions:
         parts = [self.workload]
         if self.eos is not None and self.eos.variant != "eos":
             parts.append(self.eos.variant)
+        if self.eos is not None and self.eos.client != "python":
+            parts.append(self.eos.client)
         if self.replay is not None:
             parts.append("replay")
         elif self.nemesis not in ("", "none"):
@@ -175,8 +177,13 @@ def eos_summary(ops: Iterable[Op]) -> dict[str, Any]:
             complete = complete and op["type"] == "ok"
             for _offset, _key, out, headers in value["records"]:
                 outputs += 1
-                sources[(headers.get(H_SRC_PARTITION), headers.get(H_SRC_OFFSET))] += 1
                 source = input_of(out)
+                # Outputs of a client that writes no source headers (the Java copier) are
+                # identified by their value, which is unique per seeded input.
+                if H_SRC_OFFSET in headers:
+                    sources[(headers.get(H_SRC_PARTITION), headers.get(H_SRC_OFFSET))] += 1
+                else:
+                    sources[("value", source or out)] += 1
                 if source in seeded:
                     covered.add(source)
                 else:
@@ -304,14 +311,21 @@ def execute(
         ctx = RunContext(cluster, workload, options, run_dir)
         try:
             workload.setup()
+            # Kafka's Java copier exits once it has copied what its partitions held when they
+            # were assigned, so it is fed first and then copies while the faults run.
+            java = eos.client == "java"
+            if java:
+                workload.seed(options.time_limit, threading.Event())
             workload.start_processors()
-            workload.wait_stable(timeout=60 + eos.session_timeout_ms / 1000)
+            if not java:
+                workload.wait_stable(timeout=60 + eos.session_timeout_ms / 1000)
             started: list[Nemesis] = []
             try:
                 for nemesis in nemeses:
                     nemesis.start(ctx)
                     started.append(nemesis)
-                workload.seed(options.time_limit, threading.Event())
+                if not java:
+                    workload.seed(options.time_limit, threading.Event())
             finally:
                 _call_all(started, "stop", ctx)
                 _call_all(started, "heal", ctx)
@@ -431,6 +445,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transaction-timeout-ms", type=int, default=10000)
     p.add_argument("--session-timeout-ms", type=int, default=10000)
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+    p.add_argument(
+        "--client",
+        choices=["python", "java"],
+        default="python",
+        help="python: confluent-kafka processors; java: Kafka's TransactionalMessageCopier",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -450,6 +470,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         txn_id_strategy=args.txn_id_strategy,
         transaction_timeout_ms=args.transaction_timeout_ms,
         session_timeout_ms=args.session_timeout_ms,
+        client=args.client,
         seed=seed,
     )
     eos.validate()

@@ -152,20 +152,52 @@ class EosWorkload:
                 [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
             )
             logf = open(self.logs_dir / f"processor-{instance}.log", "ab")  # noqa: SIM115
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workloads.eos_processor", "--config", cfg.to_json()],
-                env=env,
-                cwd=PROJECT_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            if self.options.client == "java":
+                proc = self._spawn_copier(instance, cfg, env, logf)
+            else:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "workloads.eos_processor", "--config", cfg.to_json()],
+                    env=env,
+                    cwd=PROJECT_ROOT,
+                    stdin=subprocess.DEVNULL,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             inst = _Instance(instance, slot, proc, logf, time.monotonic(), cfg.transactional_id)
             self._instances[instance] = inst
             self._slots[slot] = instance
             self._record("ok", "spawn", {**value, "pid": proc.pid})
             return inst
+
+    def _spawn_copier(
+        self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes]
+    ) -> subprocess.Popen[bytes]:
+        """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier)."""
+        from harness.coordinators import tools_log_option
+        from workloads.eos_copier import copier_command, start_copier
+
+        install = self.cluster.install
+        assert install is not None
+        o = self.options
+        cmd = copier_command(
+            install.java,
+            install.classpath,
+            tools_log_option(install),
+            bootstrap=self.cluster.bootstrap,
+            input_topic=o.input_topic,
+            output_topic=o.output_topic,
+            group_id=o.group_id,
+            transactional_id=cfg.transactional_id,
+            txn_size=o.txn_size,
+            transaction_timeout_ms=o.transaction_timeout_ms,
+            random_aborts=o.abort_probability > 0,
+        )
+        meta = {"instance": instance, "slot": cfg.slot, "transactional_id": cfg.transactional_id}
+        proc, _reader = start_copier(
+            cmd, env, logf, Path(cfg.history_path), instance, meta, PROJECT_ROOT
+        )
+        return proc
 
     def _reap(self, inst: _Instance) -> None:
         """Record that an instance is gone (exit status; negative = killed by that signal)."""

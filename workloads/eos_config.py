@@ -41,8 +41,16 @@ def transform(value: str) -> str:
 
 
 def input_of(output: str) -> str | None:
-    """Inverse of :func:`transform`; ``None`` for a value no processor could have written."""
-    return output[len(OUTPUT_PREFIX) :] if output.startswith(OUTPUT_PREFIX) else None
+    """Inverse of :func:`transform`; ``None`` for a value no processor could have written.
+
+    Kafka's Java copier (the second client) copies values unchanged, so a bare seed value
+    maps to itself; a poison value (``x…``) never maps to an input.
+    """
+    if output.startswith(OUTPUT_PREFIX):
+        return output[len(OUTPUT_PREFIX) :]
+    if len(output) == 7 and output[0] == "v" and output[1:].isdigit():
+        return output
+    return None
 
 
 def seed_value(i: int) -> str:
@@ -177,6 +185,8 @@ class EosOptions:
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 10000
     group_protocol: str = "classic"
+    #: ``python`` (confluent-kafka processors) or ``java`` (Kafka's TransactionalMessageCopier).
+    client: str = "python"
     seed: int = 0
     #: Suffix for topic, group and transactional-id names, so runs can share a cluster.
     name_suffix: str = ""
@@ -208,6 +218,10 @@ class EosOptions:
             raise HarnessError(f"--variant must be one of {', '.join(VARIANTS)}")
         if self.processors < 1:
             raise HarnessError("--processors must be at least 1")
+        if self.client not in ("python", "java"):
+            raise HarnessError("--client must be python or java")
+        if self.client == "java" and self.variant != "eos":
+            raise HarnessError("the Java copier runs only the correct eos variant")
         if self.partitions < 1:
             raise HarnessError("--partitions must be at least 1")
         if self.values < 1:
