@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("harness.runner")
 
-WORKLOADS = ("eos",)
+WORKLOADS = ("eos", "queue")
 
 
 @dataclass
@@ -63,13 +63,18 @@ class RunOptions:
     nemesis_duration: float = 10.0
     replay: Path | None = None
     eos: EosOptions | None = None
+    #: Options of the queue workload (``workloads.queue.QueueOptions`` fields).
+    queue: dict[str, Any] | None = None
 
     @property
     def test_name(self) -> str:
         parts = [self.workload]
-        if self.eos is not None and self.eos.variant != "eos":
+        if self.workload == "queue" and self.queue:
+            parts.append("txn" if self.queue.get("txn", True) else "notxn")
+            parts.append(str(self.queue.get("sub_via", "assign")))
+        if self.workload == "eos" and self.eos is not None and self.eos.variant != "eos":
             parts.append(self.eos.variant)
-        if self.eos is not None and self.eos.client != "python":
+        if self.workload == "eos" and self.eos is not None and self.eos.client != "python":
             parts.append(self.eos.client)
         if self.replay is not None:
             parts.append("replay")
@@ -446,6 +451,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout-ms", type=int, default=10000)
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
     p.add_argument(
+        "--sub-via",
+        choices=["assign", "subscribe"],
+        default="assign",
+        help="queue workload: how consumers get partitions",
+    )
+    p.add_argument(
+        "--no-txn",
+        dest="txn",
+        action="store_false",
+        help="queue workload: plain sends and polls, no transactions",
+    )
+    p.add_argument(
         "--client",
         choices=["python", "java"],
         default="python",
@@ -488,14 +505,30 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         replay=Path(args.replay) if args.replay else None,
         eos=eos,
     )
+    if args.workload == "queue":
+        from harness.queue_run import queue_options_from_args
+
+        options.queue = queue_options_from_args(args)
     build_nemeses(options)  # unknown names fail before a cluster is built
     return options
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """``python -m harness run``: one test, then the (stand-in) summary. Exit 0."""
+    """``python -m harness run``: one test, then its verdict or summary."""
     options = options_from_args(args)
     t0 = time.monotonic()
+    if options.workload == "queue":
+        from harness.queue_run import run_queue_test
+
+        store = Path(options.store)
+        run_dir = new_run_dir(store, options.test_name)
+        _link_latest(store.resolve() / "latest", run_dir)
+        _link_latest(run_dir.parent / "latest", run_dir)
+        result = run_queue_test(options, run_dir)
+        verdict = "valid" if result["valid"] is True else "INVALID"
+        print(f"queue: {verdict}; anomalies: {json.dumps(result['anomalies'])}")
+        print(f"run: {run_dir} ({time.monotonic() - t0:.0f}s)")
+        return 0 if result["valid"] is True else 1
     result = run(options)
     print(result.summary_line)
     print(

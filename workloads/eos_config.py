@@ -108,6 +108,8 @@ class ProcessorConfig:
     group_protocol: str = "classic"
     #: Bound on each blocking client call (send_offsets, commit, abort, committed).
     call_timeout_s: float = 30.0
+    #: False only to measure the cost of recording (bench/eos_throughput.py).
+    record_history: bool = True
     hook: Hook | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -187,6 +189,8 @@ class EosOptions:
     group_protocol: str = "classic"
     #: ``python`` (confluent-kafka processors) or ``java`` (Kafka's TransactionalMessageCopier).
     client: str = "python"
+    #: False only to measure the cost of recording; such a run cannot be checked.
+    record_history: bool = True
     seed: int = 0
     #: Suffix for topic, group and transactional-id names, so runs can share a cluster.
     name_suffix: str = ""
@@ -259,6 +263,7 @@ class EosOptions:
             transaction_timeout_ms=self.transaction_timeout_ms,
             session_timeout_ms=self.session_timeout_ms,
             group_protocol=self.group_protocol,
+            record_history=self.record_history,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -54,6 +54,18 @@ EXIT_ORPHANED = 7
 EXIT_HOOK = 70
 
 
+class _NoRecorder:
+    """Records nothing: only for measuring what history recording costs (bench/)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def _noop(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    invoke = ok = fail = info = record = close = _noop
+
+
 class TxnError(Exception):
     """A client call failed for good; ``info`` is the JSON description that goes in history."""
 
@@ -82,7 +94,8 @@ class Processor:
         self.cfg = cfg
         self.tid = cfg.transactional_id
         self.rng = random.Random(cfg.seed)
-        self.rec = Recorder(
+        recorder = Recorder if cfg.record_history else _NoRecorder
+        self.rec = recorder(
             cfg.history_path,
             cfg.instance,
             meta={
