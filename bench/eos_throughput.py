@@ -4,8 +4,8 @@ For each configuration the input topic is filled first (N values, 6 partitions),
 processors start and the clock runs until the group's committed offsets reach the end of
 every input partition: records/s = N / that time (start-up included, the same for both
 clients), median of --repeats runs. Transactions/s counts committed transactions from the
-histories where they are recorded, else N / transaction size. The recording cost is the same Python pipeline run
-with history recording switched off.
+histories where they are recorded, else N / transaction size. The recording cost is the
+same Python pipeline run with history recording switched off.
 
     .venv/bin/python bench/eos_throughput.py [--values 30000] [--processors 3] [--repeats 3]
 """
