@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh Linux machine and run the main job.
 #
-#   ./bootstrap.sh              install, then run the main job (cluster + workload + faults + report)
+#   ./bootstrap.sh [RUN OPTIONS] install, then run the main job (cluster + workload + faults)
 #   ./bootstrap.sh --setup-only install only (what CI uses before running the tests)
 #
 # Installs: iptables (Debian package, for partitions inside node namespaces), a Python
@@ -35,5 +35,5 @@ if [ "${1:-}" = "--setup-only" ]; then
   exit 0
 fi
 
-echo "== main job"
-exec .venv/bin/python -m harness cluster --hold 5
+echo "== main job: a 60 s eos run on a fresh 3-node cluster under every kind of fault"
+exec .venv/bin/python -m harness run --workload eos --nemesis all --time-limit 60 "$@"
