@@ -91,6 +91,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import write_report
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise HarnessError(f"no run directory at {run_dir}")
+    print(write_report(run_dir))
+    return 0
+
+
 def _add_cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     p.add_argument("--nodes", type=int, default=3)
@@ -114,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_args(p)
     p.add_argument("--hold", type=float, default=0.0, help="seconds to keep it up")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser("report", help="(re)write a stored run's report.html")
+    p.add_argument("run_dir")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("reap", help="clean up after harness runs that died")
     p.set_defaults(func=_cmd_reap)

@@ -513,6 +513,16 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     return options
 
 
+def _write_report(run_dir: Path) -> None:
+    """The HTML report; a failure to draw it must not hide the run's outcome."""
+    from harness.report import write_report
+
+    try:
+        print(f"report: {write_report(run_dir)}")
+    except Exception as exc:
+        log.error("writing the report of %s failed: %s", run_dir, exc)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """``python -m harness run``: one test, then its verdict or summary."""
     options = options_from_args(args)
@@ -525,11 +535,13 @@ def run_command(args: argparse.Namespace) -> int:
         _link_latest(store.resolve() / "latest", run_dir)
         _link_latest(run_dir.parent / "latest", run_dir)
         result = run_queue_test(options, run_dir)
+        _write_report(run_dir)
         verdict = "valid" if result["valid"] is True else "INVALID"
         print(f"queue: {verdict}; anomalies: {json.dumps(result['anomalies'])}")
         print(f"run: {run_dir} ({time.monotonic() - t0:.0f}s)")
         return 0 if result["valid"] is True else 1
     result = run(options)
+    _write_report(result.run_dir)
     print(result.summary_line)
     print(
         f"run: {result.run_dir} ({time.monotonic() - t0:.0f}s; "
