@@ -61,3 +61,14 @@ def healthy_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
     for node in kafka_cluster.nodes:
         if not node.alive():
             kafka_cluster.start_node(node.node_id)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` without oversubscription: every worker runs a 3-JVM cluster plus clients,
+    so at most one worker per core and per 6 GiB of memory."""
+    cores = os.cpu_count() or 1
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = 8.0
+    return max(1, min(cores, int(mem_gib // 6)))

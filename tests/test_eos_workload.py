@@ -130,7 +130,10 @@ class _Once:
 
 
 def test_three_processors_without_faults_are_exactly_once(kafka_cluster, harness_store) -> None:  # type: ignore[no-untyped-def]
-    result = _run(kafka_cluster, harness_store, "nofault", values=2000, find_hanging=True)
+    # The acceptance run: 60 s of seeding, 3 processors, no faults.
+    result = _run(
+        kafka_cluster, harness_store, "nofault", time_limit=60.0, values=6000, find_hanging=True
+    )
     ops = _assert_exactly_once(result)
     assert check_pairing(ops) == {}, "every invocation completed"
     assert (result.run_dir / "processes" / "seeder.jsonl").exists()
