@@ -91,6 +91,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def _cmd_versions(args: argparse.Namespace) -> int:
+    """Released Kafka versions on Maven Central, newest first; installed and new marked."""
+    from harness.install import kafka_home
+    from harness.versions import released_versions, versions_report
+
+    available = released_versions()
+    installed = {v for v in available if (kafka_home(v) / "INSTALLED.json").exists()}
+    seen_file = Path(args.store) / "versions-seen.json"
+    seen = set(json.loads(seen_file.read_text())) if seen_file.exists() else None
+    rows = versions_report(available, installed, seen)
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            marks = " ".join(
+                m for m, on in (("installed", r["installed"]), ("NEW", r["new"])) if on
+            )
+            print(f"{r['version']:<10} {marks}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from harness.report import write_report
 
@@ -124,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_args(p)
     p.add_argument("--hold", type=float, default=0.0, help="seconds to keep it up")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser("versions", help="list Kafka versions on Maven Central")
+    p.add_argument("--store", default="store", help="where matrix runs record versions seen")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_versions)
 
     p = sub.add_parser("report", help="(re)write a stored run's report.html")
     p.add_argument("run_dir")

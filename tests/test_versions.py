@@ -62,3 +62,23 @@ def test_versions_report_marks_installed_and_new() -> None:
     assert [r["new"] for r in rows] == [True, False, False]
     assert [r["installed"] for r in rows] == [False, False, True]
     assert not any(r["new"] for r in versions_report(["4.0.0"], set(), None))
+
+
+def test_versions_command_lists_real_versions_newest_first() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "versions", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    rows = json.loads(out.stdout)
+    versions = [r["version"] for r in rows]
+    assert versions == sort_versions(versions)
+    assert any(v.startswith("3.9.") for v in versions)
+    assert any(v.startswith("4.0.") for v in versions)
+    assert any(r["installed"] for r in rows)
