@@ -74,24 +74,89 @@ def read_partition(
         consumer.unassign()
 
 
+def _read_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float
+) -> list[list[Any]]:
+    """[records, complete] per partition, with one consumer (runs in a child process)."""
+    consumer = _consumer(bootstrap, isolation, eof=True)
+    try:
+        return [list(read_partition(consumer, topic, p, timeout)) for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[dict[str, int]]:
+    from confluent_kafka import TopicPartition
+
+    committed = _consumer(bootstrap, "read_committed")
+    uncommitted = _consumer(bootstrap, "read_uncommitted")
+    try:
+        rows = []
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            low, lso = committed.get_watermark_offsets(tp, timeout=10, cached=False)
+            _, hwm = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)
+            rows.append({"partition": p, "low": low, "lso": lso, "hwm": hwm})
+        return rows
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+_CHILD_CALLS = {"read_all": _read_all, "watermarks": _watermarks}
+
+
+class ReaderCrashed(RuntimeError):
+    """The reader process died (a native client crash) or failed."""
+
+
+def _in_child(call: str, *args: Any, timeout: float = 600.0) -> Any:
+    """Run a consumer-side observation in a child process and return its JSON result.
+
+    librdkafka has crashed (SIGSEGV in its consumer-group code) inside long-lived harness
+    processes; a crash in a short-lived reader costs one retry, not the whole run.
+    """
+    import json
+    import subprocess
+    import sys
+
+    last = ""
+    for _attempt in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "workloads.eos_final", call, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if proc.returncode == 0:
+            return json.loads(proc.stdout)
+        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    raise ReaderCrashed(f"{call} failed twice: {last}")
+
+
 def record_reads(
     rec: Recorder, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 ) -> None:
     """One ``read`` op per (isolation level, partition) of ``topic``."""
     for isolation in ("read_committed", "read_uncommitted"):
-        consumer = _consumer(bootstrap, isolation, eof=True)
+        asks = [{"topic": topic, "partition": p, "isolation": isolation} for p in range(partitions)]
+        for ask in asks:
+            rec.invoke("read", ask)
         try:
-            for p in range(partitions):
-                ask = {"topic": topic, "partition": p, "isolation": isolation}
-                rec.invoke("read", ask)
-                records, complete = read_partition(consumer, topic, p, timeout)
-                value = {**ask, "records": records}
-                if complete:
-                    rec.ok("read", value)
-                else:
-                    rec.info("read", value, {"code": "TIMED_OUT", "message": "end not reached"})
-        finally:
-            consumer.close()
+            results = _in_child("read_all", bootstrap, topic, partitions, isolation, timeout)
+        except ReaderCrashed as exc:
+            for ask in asks:
+                rec.info(
+                    "read", {**ask, "records": []}, {"code": "READER_FAILED", "message": str(exc)}
+                )
+            continue
+        for ask, (records, complete) in zip(asks, results, strict=True):
+            value = {**ask, "records": records}
+            if complete:
+                rec.ok("read", value)
+            else:
+                rec.info("read", value, {"code": "TIMED_OUT", "message": "end not reached"})
 
 
 def record_group_offsets(rec: Recorder, cluster: Cluster, group: str) -> None:
@@ -123,24 +188,12 @@ def group_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
 
 def record_watermarks(rec: Recorder, bootstrap: str, topic: str, partitions: int) -> None:
     """Per partition: low watermark, last stable offset (read_committed end), high watermark."""
-    from confluent_kafka import KafkaException, TopicPartition
-
     rec.invoke("watermarks", {"topic": topic})
-    committed = _consumer(bootstrap, "read_committed")
-    uncommitted = _consumer(bootstrap, "read_uncommitted")
     try:
-        rows = []
-        for p in range(partitions):
-            tp = TopicPartition(topic, p)
-            low, lso = committed.get_watermark_offsets(tp, timeout=10, cached=False)
-            _, hwm = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)
-            rows.append({"partition": p, "low": low, "lso": lso, "hwm": hwm})
-    except KafkaException as exc:
-        rec.fail("watermarks", {"topic": topic}, error_info(exc, "watermarks"))
+        rows = _in_child("watermarks", bootstrap, topic, partitions)
+    except ReaderCrashed as exc:
+        rec.fail("watermarks", {"topic": topic}, {"code": "READER_FAILED", "message": str(exc)})
         return
-    finally:
-        committed.close()
-        uncommitted.close()
     rec.ok("watermarks", {"topic": topic, "partitions": rows})
 
 
@@ -196,3 +249,11 @@ def record_hanging(rec: Recorder, cluster: Cluster) -> None:
         rec.fail("find-hanging", {"brokers": brokers, "results": results}, failed[0]["error"])
     else:
         rec.ok("find-hanging", {"brokers": brokers, "results": results})
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    result = _CHILD_CALLS[sys.argv[1]](*json.loads(sys.argv[2]))
+    sys.stdout.write(json.dumps(result))
