@@ -19,10 +19,12 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -32,7 +34,7 @@ from harness import coordinators
 from harness.errors import HarnessError
 from harness.evidence import dump_log_segments
 from harness.install import Installation, ensure_installed
-from harness.kafka_wire import PartitionView, fetch_partitions
+from harness.kafka_wire import PartitionView, fetch_metadata, fetch_partitions
 from harness.network import BridgeNetwork, LoopbackNetwork, namespaces_available, subnet_in_use
 from harness.node import INTERNAL_PORT, KafkaNode
 from harness.runstate import (
@@ -390,8 +392,24 @@ class Cluster:
     # --- readiness ---------------------------------------------------------------------
 
     def registered_brokers(self) -> set[int]:
-        """Broker ids the cluster reports in metadata: registered and unfenced in KRaft."""
-        return set(self.admin().list_topics(timeout=5).brokers)
+        """Broker ids that a majority of live brokers list in their metadata.
+
+        In KRaft, metadata lists only registered, unfenced brokers. Each broker is asked
+        directly (no client library in the harness process for this: it is called from the
+        nemesis thread while brokers die and return), and a stale minority view is outvoted.
+        """
+        views = []
+        for node in self.nodes:
+            if not node.alive() or node.state() == "T":
+                continue
+            try:
+                views.append(fetch_metadata(node.net.ip, INTERNAL_PORT, [], node.node_id)[0])
+            except (OSError, struct.error):
+                continue
+        if not views:
+            raise HarnessError("no live broker answered a metadata request")
+        counts = Counter(b for view in views for b in view)
+        return {b for b, n in counts.items() if n * 2 > len(views)}
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout

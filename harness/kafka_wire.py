@@ -87,6 +87,13 @@ def fetch_partitions(
     host: str, port: int, topics: list[str], source: int, timeout: float = 3.0
 ) -> dict[tuple[str, int], PartitionView]:
     """Ask the broker at ``host:port`` (node ``source``) for its view of ``topics``."""
+    return fetch_metadata(host, port, topics, source, timeout)[1]
+
+
+def fetch_metadata(
+    host: str, port: int, topics: list[str], source: int, timeout: float = 3.0
+) -> tuple[set[int], dict[tuple[str, int], PartitionView]]:
+    """The broker's live (registered, unfenced) broker ids and its view of ``topics``."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(_encode_request(topics, correlation_id=1))
@@ -94,8 +101,9 @@ def fetch_partitions(
         r = _Reader(_recv_exact(sock, size))
     r.i32()  # correlation id
     r.i32()  # throttle time
-    for _ in range(r.i32()):  # brokers
-        r.i32()
+    brokers: set[int] = set()
+    for _ in range(r.i32()):  # brokers: id, host, port, rack
+        brokers.add(r.i32())
         r.string()
         r.i32()
         r.string()
@@ -115,4 +123,4 @@ def fetch_partitions(
             isr = r.int_array()
             r.int_array()  # offline replicas
             out[(name, index)] = PartitionView(source, leader, epoch, replicas, isr, err)
-    return out
+    return brokers, out

@@ -14,6 +14,7 @@ exits under process ``"supervisor"``; the final observations go under ``"final"`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -32,7 +33,7 @@ from harness.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import eos_final
 from workloads.eos_config import EosOptions
-from workloads.eos_seeder import Seeder, SeedResult
+from workloads.eos_seeder import SeedResult, result_from_history
 
 if TYPE_CHECKING:
     from harness.cluster import Cluster
@@ -97,22 +98,50 @@ class EosWorkload:
             ensure_topic(self.cluster, topic, o.partitions, o.replication, config, timeout=60)
 
     def seed(self, seconds: float, stop: threading.Event | None = None) -> SeedResult:
-        """Run the seeder in this thread, its sends spread over ``seconds`` (the time limit)."""
+        """Run the seeder (its own OS process), its sends spread over ``seconds``; wait for it."""
         o = self.options
-        seeder = Seeder(
-            self.cluster.bootstrap,
-            o.input_topic,
-            o.partitions,
-            self.processes_dir / "seeder.jsonl",
-            values=o.values,
-            batch=o.seed_batch,
-            seconds=seconds,
-            poison_every=o.poison_every,
-            poison_batch=o.poison_batch,
-            poison_txn_id=f"{o.txn_id_prefix}-seeder-poison",
-            meta={"topic": o.input_topic, "partitions": o.partitions},
+        history = self.processes_dir / "seeder.jsonl"
+        config = {
+            "bootstrap": self.cluster.bootstrap,
+            "topic": o.input_topic,
+            "partitions": o.partitions,
+            "history_path": str(history),
+            "values": o.values,
+            "batch": o.seed_batch,
+            "seconds": seconds,
+            "poison_every": o.poison_every,
+            "poison_batch": o.poison_batch,
+            "poison_txn_id": f"{o.txn_id_prefix}-seeder-poison",
+            "meta": {"topic": o.input_topic, "partitions": o.partitions},
+        }
+        env = dict(self.cluster.env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
         )
-        self.seed_result = seeder.run(stop)
+        stop = stop or threading.Event()
+        t0 = time.monotonic()
+        with open(self.logs_dir / "seeder.log", "ab") as logf:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workloads.eos_seeder", "--config", json.dumps(config)],
+                env=env,
+                cwd=PROJECT_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                while proc.poll() is None:
+                    if stop.wait(0.2):
+                        proc.terminate()
+                        proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        if proc.returncode != 0:
+            log.warning("seeder exited with %s; see %s", proc.returncode, self.logs_dir)
+        self.seed_result = result_from_history(history, time.monotonic() - t0)
         return self.seed_result
 
     # --- processors ------------------------------------------------------------------

@@ -74,13 +74,13 @@ def read_partition(
         consumer.unassign()
 
 
-def _read_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float
-) -> list[list[Any]]:
-    """[records, complete] per partition, with one consumer (runs in a child process)."""
+def _read_one(
+    bootstrap: str, topic: str, partition: int, isolation: str, timeout: float
+) -> list[Any]:
+    """[records, complete] of one partition (runs in a child process)."""
     consumer = _consumer(bootstrap, isolation, eof=True)
     try:
-        return [list(read_partition(consumer, topic, p, timeout)) for p in range(partitions)]
+        return list(read_partition(consumer, topic, partition, timeout))
     finally:
         consumer.close()
 
@@ -103,7 +103,7 @@ def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[dict[str, i
         uncommitted.close()
 
 
-_CHILD_CALLS = {"read_all": _read_all, "watermarks": _watermarks}
+_CHILD_CALLS = {"read_one": _read_one, "watermarks": _watermarks}
 
 
 class ReaderCrashed(RuntimeError):
@@ -138,20 +138,18 @@ def _in_child(call: str, *args: Any, timeout: float = 600.0) -> Any:
 def record_reads(
     rec: Recorder, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 ) -> None:
-    """One ``read`` op per (isolation level, partition) of ``topic``."""
+    """One ``read`` op per (isolation level, partition) of ``topic``, each read by a child."""
     for isolation in ("read_committed", "read_uncommitted"):
-        asks = [{"topic": topic, "partition": p, "isolation": isolation} for p in range(partitions)]
-        for ask in asks:
+        for p in range(partitions):
+            ask = {"topic": topic, "partition": p, "isolation": isolation}
             rec.invoke("read", ask)
-        try:
-            results = _in_child("read_all", bootstrap, topic, partitions, isolation, timeout)
-        except ReaderCrashed as exc:
-            for ask in asks:
+            try:
+                records, complete = _in_child("read_one", bootstrap, topic, p, isolation, timeout)
+            except ReaderCrashed as exc:
                 rec.info(
                     "read", {**ask, "records": []}, {"code": "READER_FAILED", "message": str(exc)}
                 )
-            continue
-        for ask, (records, complete) in zip(asks, results, strict=True):
+                continue
             value = {**ask, "records": records}
             if complete:
                 rec.ok("read", value)
