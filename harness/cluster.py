@@ -24,7 +24,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -135,6 +134,7 @@ class Cluster:
         self.data_root: Path | None = None
         self.cluster_id = _new_cluster_id()
         self._admin: Any = None
+        self._cut: set[int] = set()  # nodes with partition rules: their views may be stale
         self._stopped = False
         self._old_sigterm: Any = None
         self.timings: dict[str, float] = {}
@@ -392,14 +392,17 @@ class Cluster:
     # --- readiness ---------------------------------------------------------------------
 
     def registered_brokers(self) -> set[int]:
-        """Broker ids that a majority of live brokers list in their metadata.
+        """Broker ids that every answering live broker lists in its metadata.
 
         In KRaft, metadata lists only registered, unfenced brokers. Each broker is asked
         directly (no client library in the harness process for this: it is called from the
-        nemesis thread while brokers die and return), and a stale minority view is outvoted.
+        nemesis thread while brokers die and return). The intersection is conservative both
+        ways: a just-restarted broker that has not caught up, or an isolated one whose view
+        is stale, can only delay "registered", never fake it.
         """
         views = []
-        for node in self.nodes:
+        askable = [n for n in self.nodes if n.node_id not in self._cut] or self.nodes
+        for node in askable:
             if not node.alive() or node.state() == "T":
                 continue
             try:
@@ -408,8 +411,7 @@ class Cluster:
                 continue
         if not views:
             raise HarnessError("no live broker answered a metadata request")
-        counts = Counter(b for view in views for b in view)
-        return {b for b, n in counts.items() if n * 2 > len(views)}
+        return set.intersection(*views)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -529,6 +531,11 @@ class Cluster:
                 for a in g:
                     for b in h:
                         self.net.cut(a, b)
+        # Nodes outside the largest group are the ones whose metadata may go stale.
+        largest = max(groups, key=len)
+        for g in groups:
+            if g is not largest:
+                self._cut.update(g)
 
     def isolate(self, node_id: int) -> None:
         others = [n.node_id for n in self.nodes if n.node_id != node_id]
@@ -537,6 +544,7 @@ class Cluster:
     def heal(self) -> None:
         assert self.net is not None
         self.net.heal()
+        self._cut.clear()
 
     def can_reach(self, src: int, dst: int) -> bool:
         """Probe: does a TCP connect from node ``src`` to ``dst``'s inter-broker port succeed?"""
@@ -568,5 +576,6 @@ class Cluster:
                 node.resume()
         if self.net is not None:
             self.net.heal()
+            self._cut.clear()
         if self.toxiproxy is not None and self.toxiproxy.proc is not None:
             self.toxiproxy.reset()

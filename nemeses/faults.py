@@ -35,10 +35,15 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     import time
 
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        try:
+            if predicate():
+                return
+        except Exception:  # a broker still starting refuses: not yet
+            pass
         if time.monotonic() > deadline:
             raise FaultError(f"not verified within {timeout:.0f}s: {what}")
-        time.sleep(0.01)
+        time.sleep(0.02)
 
 
 # --- partitions -------------------------------------------------------------------------
@@ -235,6 +240,11 @@ def rolling_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     random.Random(params.get("seed", 0)).shuffle(order)
     for node_id in order:
         ctx.cluster.restart(node_id, clean=bool(params.get("clean")))
+    _wait(
+        lambda: set(order) <= ctx.cluster.registered_brokers(),
+        60,
+        "every broker registered after the rolling restart",
+    )
     return {"targets": order, "why": "rolling restart", "clean": bool(params.get("clean"))}
 
 
