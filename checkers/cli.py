@@ -3,18 +3,25 @@
 Exit status: 0 valid, 1 invalid, 2 unusable input. Unusable input is always reported as one
 line on stderr, never as a traceback, so scripts and CI logs can show it verbatim.
 
-A bare directory argument (``python -m checkers RUN_DIR``) is routed to :func:`check_run_dir`,
-the entry point for stored eos runs; new subcommands are added in :func:`build_parser`.
+A bare directory argument (``python -m checkers RUN_DIR [--spark-master URL]
+[--transaction-version 0|1|2] [--max-examples N]``) is routed to :func:`check_run_dir`, the
+entry point for stored runs: it runs every check in :data:`RUN_DIR_CHECKS` that applies to the
+directory, prints ``{"valid", "anomalies", "checkers": {...}}``, writes it to
+``RUN_DIR/results.json`` and exits 0 valid / 1 invalid / 2 unusable input or unknown verdict.
+New subcommands are added in :func:`build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from checkers.queue import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
 
@@ -89,10 +96,194 @@ def _run_queue(args: argparse.Namespace) -> int:
     return EXIT_VALID if result["valid"] else EXIT_INVALID
 
 
-def check_run_dir(path: str | Path) -> int:
-    """Check a stored eos run directory (placeholder until the eos checker exists)."""
-    print(f"checkers: eos run checking not implemented yet ({path})", file=sys.stderr)
-    return EXIT_UNUSABLE
+@dataclass(frozen=True)
+class RunContext:
+    """What a run-directory check gets: the directory and the command-line options."""
+
+    run_dir: Path
+    spark_master: str | None = None
+    transaction_version: int | None = None
+    max_examples: int = 8
+
+
+@dataclass(frozen=True)
+class RunDirCheck:
+    """One family of checks on a run directory.
+
+    ``applies(run_dir)`` says whether the directory has its input; ``run(ctx)`` returns a
+    partial verdict ``{"checkers": {name: result, ...}}`` (optionally ``stats``,
+    ``input_notes``, or ``valid: "unknown"`` with ``error``) and raises
+    ``checkers.pyref.CheckerInputError`` for unusable input. Checks that use Spark share one
+    session: the first to ask starts it, and :func:`check_run_dir` stops it at the end.
+    """
+
+    name: str
+    applies: Callable[[Path], bool]
+    run: Callable[[RunContext], dict[str, Any]]
+
+
+def _evidence_applies(run_dir: Path) -> bool:
+    return (run_dir / "evidence" / "logdump.jsonl").is_file()
+
+
+def _evidence_run(ctx: RunContext) -> dict[str, Any]:
+    from checkers.log_evidence import check_evidence
+
+    return check_evidence(
+        ctx.run_dir,
+        ctx.spark_master,
+        transaction_version=ctx.transaction_version,
+        max_examples=ctx.max_examples,
+    )
+
+
+#: EXTENSION POINT: every check ``python -m checkers RUN_DIR`` runs, in order. The eos
+#: history checks (reading ``history.jsonl`` via ``checkers.load.load_history`` and joining
+#: ``checkers.log_evidence.aborted_in_log``) are to be appended here as another RunDirCheck.
+def _eos_applies(run_dir: Path) -> bool:
+    if not (run_dir / "history.jsonl").is_file():
+        return False
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return True
+    return config.get("workload", (config.get("options") or {}).get("workload")) in (None, "eos")
+
+
+def _eos_run(ctx: RunContext) -> dict[str, Any]:
+    from checkers.eos_checks import check_eos
+
+    return check_eos(ctx.run_dir, max_examples=ctx.max_examples)
+
+
+RUN_DIR_CHECKS: list[RunDirCheck] = [
+    RunDirCheck("log_evidence", _evidence_applies, _evidence_run),
+    RunDirCheck("eos", _eos_applies, _eos_run),
+]
+
+
+def _merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Combine the partial verdicts of the run-dir checks into the printed result."""
+    checkers: dict[str, Any] = {}
+    anomalies: dict[str, int] = {}
+    bad: set[str] = set()
+    errors: dict[str, str] = {}
+    stats: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, part in parts.items():
+        if part.get("valid") == "unknown" or "error" in part:
+            errors[name] = str(part.get("error", "unknown verdict"))
+        for cname, res in part.get("checkers", {}).items():
+            checkers[cname] = res
+            anomalies.update(res.get("anomalies", {}))
+            bad.update(res.get("bad_anomaly_types", []))
+            if res.get("valid") == "unknown":
+                errors[cname] = str(res.get("error", "unknown verdict"))
+        if "stats" in part:
+            stats[name] = part["stats"]
+        notes += part.get("input_notes", [])
+    valid: bool | str = False if bad else ("unknown" if errors else True)
+    out: dict[str, Any] = {
+        "valid": valid,
+        "anomalies": dict(sorted(anomalies.items())),
+        "bad_anomaly_types": sorted(bad),
+        "checkers": checkers,
+    }
+    if errors:
+        out["errors"] = errors
+    if stats:
+        out["stats"] = stats
+    if notes:
+        out["input_notes"] = notes
+    return out
+
+
+def _write_results(run_dir: Path, result: dict[str, Any]) -> None:
+    """``results.json`` beside the run, replaced atomically; a read-only run is not an error."""
+    target = run_dir / "results.json"
+    tmp = run_dir / f".results.json.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        tmp.replace(target)
+
+
+def check_run_dir(
+    path: str | Path,
+    *,
+    spark_master: str | None = None,
+    transaction_version: int | None = None,
+    max_examples: int = 8,
+) -> int:
+    """Run every applicable check on a stored run directory; return the exit status."""
+    from checkers.pyref import CheckerInputError
+
+    run_dir = Path(path)
+    checks = [c for c in RUN_DIR_CHECKS if c.applies(run_dir)]
+    if not checks:
+        print(
+            f"checkers: nothing to check in {run_dir}: no history.jsonl of an eos run and "
+            "no evidence/logdump.jsonl",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
+    ctx = RunContext(run_dir, spark_master, transaction_version, max_examples)
+    parts: dict[str, dict[str, Any]] = {}
+    started_spark = False
+    if _spark_running() is False:
+        # One session for every check of this run, stopped (JVM included) at the end.
+        from checkers.pyref import unknown_result
+        from checkers.spark import spark_error, start_spark
+
+        try:
+            start_spark(spark_master)
+            started_spark = True
+        except Exception as e:
+            err = str(spark_error(e))
+            parts = {c.name: unknown_result(err) for c in checks}
+            checks = []
+    try:
+        for check in checks:
+            parts[check.name] = check.run(ctx)
+    except CheckerInputError as e:
+        _write_results(run_dir, {"valid": "unknown", "error": str(e), "checkers": {}})
+        print(f"checkers: {e}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    finally:
+        if started_spark:
+            _stop_spark()
+    result = _merge_verdicts(parts)
+    _write_results(run_dir, result)
+    json.dump(result, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    if result["valid"] == "unknown":
+        first = next(iter(result.get("errors", {}).values()), "unknown verdict")
+        print(f"checkers: cannot judge {run_dir}: {first}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    return EXIT_VALID if result["valid"] else EXIT_INVALID
+
+
+def _spark_running() -> bool | None:
+    """Whether a Spark session is running in this process (None: pyspark not installed)."""
+    try:
+        from checkers.spark import active_session
+    except ImportError:
+        return None
+    return active_session() is not None
+
+
+def _stop_spark() -> None:
+    with contextlib.suppress(ImportError):
+        from checkers.spark import stop_spark
+
+        stop_spark()
+
+
+def _run_dir_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m checkers RUN_DIR", add_help=False)
+    p.add_argument("--spark-master", metavar="URL", default=None)
+    p.add_argument("--transaction-version", type=int, choices=(0, 1, 2), default=None)
+    p.add_argument("--max-examples", type=_non_negative, default=8, metavar="N")
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,9 +292,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     first = args_list[0] if args_list else ""
     if first and not first.startswith("-") and first not in _SUBCOMMANDS and Path(first).is_dir():
-        if len(args_list) > 1:
-            parser.error(f"unexpected arguments after RUN_DIR: {' '.join(args_list[1:])}")
-        return check_run_dir(first)
+        opts = _run_dir_parser().parse_args(args_list[1:])
+        try:
+            return check_run_dir(
+                first,
+                spark_master=opts.spark_master,
+                transaction_version=opts.transaction_version,
+                max_examples=opts.max_examples,
+            )
+        except BrokenPipeError:
+            return EXIT_VALID
     args = parser.parse_args(args_list)
     if getattr(args, "func", None) is None:
         parser.error("expected a subcommand (queue) or a RUN_DIR")

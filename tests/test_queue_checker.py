@@ -584,7 +584,7 @@ def test_cli_usage_errors_exit_2_one_line(args: tuple[str, ...]) -> None:
 def test_cli_run_dir_dispatch(tmp_path: Path) -> None:
     r = run_cli(str(tmp_path))
     assert r.returncode == 2
-    assert "eos run checking not implemented yet" in r.stderr
+    assert "nothing to check" in r.stderr
 
 
 def test_cli_main_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,379 @@
+"""Load a run directory's history and broker log dump into Spark DataFrames, via a Parquet cache.
+
+Why: JSONL is the durable, greppable format the harness writes, but parsing tens of millions
+of JSON lines costs far more than the checks themselves. Each source file is converted once to
+Parquet beside the run (``<run>/.parquet/<name>/`` plus a ``<name>.json`` manifest holding the
+source's size and mtime); later checks of the same unchanged file read the Parquet directly.
+
+Input rules (shared with the history reader and :mod:`checkers.pyref`):
+
+* line 1 is a header (``logdump_format: 1`` or ``history_format: 1``);
+* a torn last line (a crash mid-write) is skipped and reported in ``notes``;
+* anything else malformed raises :class:`CheckerInputError` naming the file and line.
+
+Public API::
+
+    load_logdump(spark, run_or_file, *, cache=True) -> Loaded   # columns: see LOGDUMP_SCHEMA
+    load_history(spark, run_or_file, *, cache=True) -> Loaded   # columns: see HISTORY_SCHEMA
+    logdump_path(run_dir), history_path(run_dir)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from checkers.pyref import (
+    FIELDS,
+    KINDS,
+    REQUIRED_BOOL,
+    REQUIRED_INT,
+    REQUIRED_STR,
+    CheckerInputError,
+    first_bad_line,
+    read_header,
+    snippet,
+    torn_tail,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "CACHE_FORMAT",
+    "CheckerInputError",
+    "Loaded",
+    "history_path",
+    "history_schema",
+    "load_history",
+    "load_logdump",
+    "logdump_path",
+    "logdump_schema",
+]
+
+#: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
+CACHE_FORMAT = 1
+CACHE_DIR = ".parquet"
+_CORRUPT = "_corrupt_record"
+
+
+@dataclass
+class Loaded:
+    """A loaded source: the DataFrame plus what the loader noticed on the way."""
+
+    df: DataFrame
+    source: Path
+    header: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    cached: bool = False  # True when an existing Parquet cache was reused
+    rows: int = 0
+
+
+def logdump_path(run: str | os.PathLike[str]) -> Path:
+    """``<run>/evidence/logdump.jsonl`` (or the argument itself if it is a file)."""
+    p = Path(run)
+    return p if p.is_file() else p / "evidence" / "logdump.jsonl"
+
+
+def history_path(run: str | os.PathLike[str]) -> Path:
+    """``<run>/history.jsonl`` (or the argument itself if it is a file)."""
+    p = Path(run)
+    return p if p.is_file() else p / "history.jsonl"
+
+
+def logdump_schema() -> StructType:
+    """Explicit schema of a dumped record (see harness/evidence.py), plus the header keys."""
+    from pyspark.sql import types as T
+
+    ints = {
+        "node",
+        "partition",
+        "count",
+        "baseSequence",
+        "lastSequence",
+        "producerEpoch",
+        "partitionLeaderEpoch",
+        "sequence",
+        "coordinator_epoch",
+    }
+    longs = {"offset", "baseOffset", "lastOffset", "producerId", "create_time"}
+    fields = []
+    for name in FIELDS:
+        if name in ints:
+            t: Any = T.IntegerType()
+        elif name in longs:
+            t = T.LongType()
+        elif name in REQUIRED_BOOL:
+            t = T.BooleanType()
+        elif name == "header_keys":
+            t = T.ArrayType(T.StringType())
+        else:
+            t = T.StringType()
+        fields.append(T.StructField(name, t, True))
+    fields += [
+        T.StructField("logdump_format", T.IntegerType(), True),
+        T.StructField("nodes", T.IntegerType(), True),
+    ]
+    return T.StructType(fields)
+
+
+def history_schema() -> StructType:
+    """Columns of a loaded history: generic op fields extracted, ``value`` kept as JSON text.
+
+    ``process`` is a string (``process_is_int`` keeps ``1`` and ``"1"`` apart, as the format
+    requires); ``value`` and ``error_json`` are exact JSON text; ``error`` is the error as plain
+    text (a JSON string unquoted, anything else as JSON text) for easy filtering.
+    """
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("index", T.LongType(), False),
+            T.StructField("pindex", T.LongType(), True),
+            T.StructField("time", T.LongType(), False),
+            T.StructField("wall", T.StringType(), True),
+            T.StructField("process", T.StringType(), False),
+            T.StructField("process_is_int", T.BooleanType(), False),
+            T.StructField("type", T.StringType(), False),
+            T.StructField("f", T.StringType(), False),
+            T.StructField("value", T.StringType(), True),
+            T.StructField("error", T.StringType(), True),
+            T.StructField("error_json", T.StringType(), True),
+        ]
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# The cache
+
+
+def _cache_root(source: Path) -> Path:
+    """Where a source's Parquet lives: the run directory's ``.parquet``."""
+    parent = source.parent
+    if parent.name == "evidence":
+        parent = parent.parent
+    return parent / CACHE_DIR
+
+
+def _fingerprint(source: Path) -> dict[str, Any]:
+    st = source.stat()
+    return {
+        "cache_format": CACHE_FORMAT,
+        "source": source.name,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+    }
+
+
+def _read_manifest(manifest: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _cached(source: Path, name: str, cache: bool) -> tuple[Path, Path, dict[str, Any] | None]:
+    root = _cache_root(source)
+    data, manifest = root / name, root / f"{name}.json"
+    if not cache:
+        return data, manifest, None
+    m = _read_manifest(manifest)
+    fp = _fingerprint(source)
+    if m is not None and all(m.get(k) == v for k, v in fp.items()) and data.is_dir():
+        return data, manifest, m
+    return data, manifest, None
+
+
+def _publish(tmp: Path, data: Path, manifest: Path, meta: dict[str, Any]) -> None:
+    """Move a freshly written Parquet dir into place and write its manifest last."""
+    if data.exists():
+        shutil.rmtree(data)
+    tmp.replace(data)
+    tmp_m = manifest.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    tmp_m.write_text(json.dumps(meta, indent=1) + "\n")
+    tmp_m.replace(manifest)
+
+
+def _scratch(root: Path | None, name: str) -> Path:
+    """A scratch directory next to the cache, or in the temp dir (no cache, read-only run)."""
+    try:
+        if root is None:
+            raise OSError("no cache")
+        root.mkdir(parents=True, exist_ok=True)
+        d = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+        d.mkdir()
+        return d
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"kh-{name}-"))
+
+
+# ------------------------------------------------------------------------------------------
+# Log dumps
+
+
+def load_logdump(
+    spark: SparkSession, run_or_file: str | os.PathLike[str], *, cache: bool = True
+) -> Loaded:
+    """The dump's records as a DataFrame with :func:`logdump_schema` columns (header dropped).
+
+    Also adds ``_row``, increasing in file order, used only to order duplicate offsets
+    deterministically. Raises :class:`CheckerInputError` for unusable input.
+    """
+    from pyspark.sql import functions as F
+
+    source = logdump_path(run_or_file)
+    if not source.is_file():
+        raise CheckerInputError(f"{source}: no such log dump")
+    header = read_header(source)
+    data, manifest, meta = _cached(source, "logdump", cache)
+    if meta is not None:
+        df = spark.read.parquet(str(data))
+        return Loaded(
+            _clean_logdump(df), source, header, list(meta.get("notes", [])), True, meta["rows"]
+        )
+
+    fp = _fingerprint(source)
+    torn = torn_tail(source)
+    notes = []
+    if torn is not None:
+        notes.append(
+            f"{source}: torn last line skipped (writer crashed mid-write): {snippet(torn)}"
+        )
+    schema = logdump_schema().add(_CORRUPT, "string", True)
+    raw = (
+        spark.read.schema(schema)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", _CORRUPT)
+        .json(str(source))
+        .withColumn("_row", F.monotonically_increasing_id())
+    )
+    scratch = _scratch(data.parent if cache else None, "logdump")
+    out = scratch / "parquet"
+    try:
+        raw.write.parquet(str(out))
+        written = spark.read.parquet(str(out))
+        is_header = F.col("logdump_format").isNotNull()
+        corrupt = F.col(_CORRUPT).isNotNull()
+        missing = F.lit(False)
+        for c in (*REQUIRED_INT, *REQUIRED_BOOL, *REQUIRED_STR):
+            missing = missing | F.col(c).isNull()
+        bad = (~corrupt) & (~is_header) & (missing | ~F.col("kind").isin(*KINDS))
+        agg = written.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(corrupt.cast("int")).alias("corrupt"),
+            F.sum((is_header & ~corrupt).cast("int")).alias("headers"),
+            F.sum(bad.cast("int")).alias("bad"),
+        ).first()
+        n_corrupt, n_bad = int(agg["corrupt"] or 0), int(agg["bad"] or 0)
+        if n_corrupt > (1 if torn is not None else 0) or n_bad or int(agg["headers"] or 0) != 1:
+            raise CheckerInputError(
+                first_bad_line(source)
+                or f"{source}: {n_corrupt} unparseable and {n_bad} incomplete records"
+            )
+        rows = int(agg["n"]) - n_corrupt - 1
+        meta = fp | {"rows": rows, "notes": notes}
+        if cache and scratch.parent == data.parent:
+            _publish(out, data, manifest, meta)
+            shutil.rmtree(scratch, ignore_errors=True)
+            df = spark.read.parquet(str(data))
+        else:
+            df = written  # scratch stays until the process ends: the DataFrame reads it
+    except CheckerInputError:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return Loaded(_clean_logdump(df), source, header, notes, False, rows)
+
+
+def _clean_logdump(df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return df.filter(F.col(_CORRUPT).isNull() & F.col("logdump_format").isNull()).drop(
+        _CORRUPT, "logdump_format", "nodes"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Histories
+
+
+def _history_rows(source: Path, out: Path) -> tuple[dict[str, Any], list[str], int]:
+    """Validate the history with the project's reader and write a flat JSONL for Spark."""
+    from history import HistoryError, iter_history
+    from history.schema import encode_json
+
+    n = 0
+    try:
+        with iter_history(source) as reader, open(out, "w") as fh:
+            header = reader.header
+            for op in reader:
+                p = op["process"]
+                err = op.get("error")
+                row = {
+                    "index": op["index"],
+                    "pindex": op.get("pindex"),
+                    "time": op["time"],
+                    "wall": op.get("wall"),
+                    "process": str(p),
+                    "process_is_int": isinstance(p, int),
+                    "type": op["type"],
+                    "f": op["f"],
+                    "value": encode_json(op.get("value")),
+                    "error": None
+                    if err is None
+                    else (err if isinstance(err, str) else encode_json(err)),
+                    "error_json": None if err is None else encode_json(err),
+                }
+                fh.write(encode_json(row) + "\n")
+                n += 1
+            warnings = list(reader.warnings)
+    except HistoryError as e:
+        raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        raise CheckerInputError(f"{source}: cannot read: {e.strerror or e}") from None
+    if header is None:
+        raise CheckerInputError(f"{source}: empty history (no header line)")
+    return dict(header), warnings, n
+
+
+def load_history(
+    spark: SparkSession, run_or_file: str | os.PathLike[str], *, cache: bool = True
+) -> Loaded:
+    """The merged history as a DataFrame with :func:`history_schema` columns.
+
+    Validation is the history reader's own (``history.iter_history``): the same torn-last-line
+    rule and the same one-line errors as every other history consumer.
+    """
+    source = history_path(run_or_file)
+    if not source.is_file():
+        raise CheckerInputError(f"{source}: no such history")
+    data, manifest, meta = _cached(source, "history", cache)
+    if meta is not None:
+        df = spark.read.schema(history_schema()).parquet(str(data))
+        return Loaded(df, source, meta["header"], list(meta.get("notes", [])), True, meta["rows"])
+    fp = _fingerprint(source)
+    scratch = _scratch(data.parent if cache else None, "history")
+    flat = scratch / "ops.jsonl"
+    try:
+        header, notes, n = _history_rows(source, flat)
+        out = scratch / "parquet"
+        spark.read.schema(history_schema()).option("mode", "FAILFAST").json(
+            str(flat)
+        ).write.parquet(str(out))
+    except CheckerInputError:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    flat.unlink(missing_ok=True)
+    meta = fp | {"rows": n, "notes": notes, "header": header}
+    if cache and scratch.parent == data.parent:
+        _publish(out, data, manifest, meta)
+        shutil.rmtree(scratch, ignore_errors=True)
+        out = data
+    df = spark.read.schema(history_schema()).parquet(str(out))
+    return Loaded(df, source, header, notes, False, n)

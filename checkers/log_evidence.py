@@ -1,0 +1,916 @@
+"""Checks that read only the brokers' log dumps: what Kafka actually stored, not what clients said.
+
+Why a separate family of checks: the history records what clients *believe* happened. The
+log dump (``evidence/logdump.jsonl``, written by :mod:`harness.evidence`) holds every record
+of every replica with the producer id, producer epoch and transaction markers the brokers
+wrote. Zombie writes, misplaced markers and hanging transactions are visible there directly.
+
+Each check is a pure function of the dump's DataFrame (or of a prepared :class:`Evidence`)
+returning a result dict shaped like the queue checker's: ``valid``, ``anomalies`` (type ->
+count), ``bad_anomaly_types``, ``allowed_anomaly_types``, ``examples`` (type -> up to
+``max_examples`` cases with every record involved), ``stats`` and ``options``. Definitions are
+in ``docs/anomalies.md`` ("Broker log evidence"); :mod:`checkers.pyref` implements the same
+checks in plain Python and the tests demand that both agree.
+
+Public API::
+
+    prepare(df) -> Evidence
+    epoch_violation(ev_or_df, *, transaction_version=None, max_examples=8) -> dict
+    replica_divergence(ev_or_df, *, max_examples=8) -> dict
+    hanging_in_log(ev_or_df, *, max_examples=8) -> dict
+    aborted_in_log(ev_or_df, *, all_replicas=False) -> DataFrame
+        # (node, kind, topic, partition, offset, producerId, producerEpoch, isTransactional,
+        #  outcome in committed/aborted/open): for the eos checkers to join with the history
+    check_evidence(run_dir, spark_master=None, *, transaction_version=None, max_examples=8)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from checkers import pyref as R
+from checkers.load import CheckerInputError, Loaded, load_logdump, logdump_path
+from checkers.spark import spark_error, spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "CHECKS",
+    "Evidence",
+    "aborted_in_log",
+    "check_evidence",
+    "epoch_violation",
+    "evidence_checks",
+    "hanging_in_log",
+    "prepare",
+    "replica_divergence",
+]
+
+PART = ["kind", "topic", "partition"]
+KEY = ["node", "kind", "topic", "partition", "producerId"]
+_ORDER = ["offset", "_row"]
+
+#: Extra fields a finding may carry (all nullable in the union of finding types).
+_EXTRA = (
+    "epoch",
+    "prior_epoch",
+    "prior_offset",
+    "data_epoch",
+    "data_offset",
+    "first_offset",
+    "outcome",
+    "prior_outcome",
+    "prior_first_offset",
+    "prior_marker_offset",
+)
+
+
+@dataclass
+class Evidence:
+    """A dump prepared for the checks: partitioned by (kind, topic, partition) and cached.
+
+    ``full`` is the dump as loaded (every field, used to show examples); ``base`` keeps only
+    what the checks read, plus ``fp`` (a hash of what replicas must agree on) and ``is_ref``
+    (this replica is its partition's reference replica, see ``pyref.reference_rank``).
+    """
+
+    spark: SparkSession
+    full: DataFrame
+    base: DataFrame
+    summary: DataFrame
+    _txn: DataFrame | None = None
+    _cache: dict[str, Any] = field(default_factory=dict)
+    _persisted: list[DataFrame] = field(default_factory=list)
+
+    def txn(self) -> DataFrame:
+        """Producer records with the per-producer state machine's columns (see _txn_frame)."""
+        if self._txn is None:
+            self._txn = _txn_frame(self.base).persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted.append(self._txn)
+        return self._txn
+
+    def release(self) -> None:
+        """Drop cached data (the session may live on, e.g. in tests)."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+        self._txn = None
+        before = self._cache.pop("shuffle_partitions", None)
+        if before is not None:
+            self.spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def partitions_for(spark: SparkSession, rows: int) -> int:
+    """Partitions for a dump of ``rows`` records: one per ~250k, at most the configured number.
+
+    Small dumps (tests, short runs) are dominated by per-task overhead, so they get one.
+    """
+    limit = int(spark.sparkContext.getConf().get("spark.sql.shuffle.partitions", "8"))
+    return max(1, min(limit, rows // 250_000 + 1))
+
+
+def prepare(df: DataFrame, *, partitions: int | None = None) -> Evidence:
+    """Partition and cache a loaded dump once for all checks."""
+    spark = df.sparkSession
+    fp_cols: list[Column] = []
+    for c in R.FINGERPRINT_FIELDS:
+        fp_cols += [F.isnull(c), F.col(c)]
+    slim = df.select(
+        "node",
+        "kind",
+        "topic",
+        "partition",
+        "offset",
+        "producerId",
+        "producerEpoch",
+        "isTransactional",
+        "isControl",
+        "marker",
+        "_row",
+        F.coalesce("partitionLeaderEpoch", F.lit(-1)).alias("ple"),
+        F.greatest("offset", F.coalesce("lastOffset", "offset")).alias("last"),
+        F.xxhash64(*fp_cols).alias("fp"),
+    )
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    n = partitions or int(before or "8")
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    slim = slim.repartition(n, *PART)
+    ctrl = F.col("isControl")
+    summary = (
+        slim.groupBy(*PART, "node")
+        .agg(
+            F.coalesce(F.max(F.when(F.col("ple") >= 0, F.col("ple"))), F.lit(-1)).alias("max_ple"),
+            (F.max("last") + 1).alias("log_end"),
+            F.sum((~ctrl).cast("long")).alias("data_n"),
+            F.sum((ctrl & F.col("marker").isin(*R.MARKERS)).cast("long")).alias("marker_n"),
+            F.sum((~ctrl & (F.col("producerId") < 0)).cast("long")).alias("anon_n"),
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    rank = Window.partitionBy(*PART).orderBy(F.desc("max_ple"), F.desc("log_end"), "node")
+    refs = (
+        summary.select(
+            *PART, F.col("node").alias("ref_node"), F.row_number().over(rank).alias("rk")
+        )
+        .filter("rk = 1")
+        .drop("rk")
+    )
+    base = (
+        slim.join(F.broadcast(refs), PART, "left")
+        .withColumn("is_ref", F.col("node") == F.col("ref_node"))
+        .drop("ref_node")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    ev = Evidence(spark, df, base, summary)
+    ev._persisted += [base, summary]
+    ev._cache["shuffle_partitions"] = before
+    return ev
+
+
+def _ev(x: Evidence | DataFrame) -> Evidence:
+    return x if isinstance(x, Evidence) else prepare(x)
+
+
+def _txn_frame(base: DataFrame) -> DataFrame:
+    """Producer records (data, and COMMIT/ABORT markers) with the state machine as columns.
+
+    Per replica partition and producer id, in offset order:
+
+    * ``prior``: highest epoch of any earlier record, and the earliest offset holding it;
+    * ``seg``: how many markers precede the record, so a transaction is (key, seg) and the
+      marker with ``seg = s`` ends transaction ``s``;
+    * ``prev_marker``: the previous marker (offset, outcome, epoch);
+    * per transaction: ``data_n``, ``data_max`` (highest data epoch), ``at_max`` (earliest
+      offset at it), ``first_offset``/``last_offset`` of its data, ``end_marker``;
+    * ``prev_data_e``: epoch of the previous data record of the same transaction;
+    * ``prev_txn``: the last earlier transaction with data that a marker ended.
+    """
+    ctrl = F.col("isControl")
+    p = base.filter(
+        F.col("kind").isin(*R.TXN_KINDS)
+        & (F.col("producerId") >= 0)
+        & (~ctrl | F.col("marker").isin(*R.MARKERS))
+    )
+    txd = ~ctrl & F.col("isTransactional")
+    w = Window.partitionBy(*KEY).orderBy(*_ORDER)
+    wprev = w.rowsBetween(Window.unboundedPreceding, -1)
+    p = p.select(
+        "*",
+        F.max(F.struct(F.col("producerEpoch").alias("e"), (-F.col("offset")).alias("no")))
+        .over(wprev)
+        .alias("prior"),
+        F.coalesce(F.sum(ctrl.cast("int")).over(wprev), F.lit(0)).alias("seg"),
+        F.last(
+            F.when(
+                ctrl,
+                F.struct(
+                    F.col("offset").alias("o"),
+                    F.col("marker").alias("m"),
+                    F.col("producerEpoch").alias("e"),
+                ),
+            ),
+            ignorenulls=True,
+        )
+        .over(wprev)
+        .alias("prev_marker"),
+    )
+    ws = Window.partitionBy(*KEY, "seg")
+    wso = ws.orderBy(*_ORDER).rowsBetween(Window.unboundedPreceding, -1)
+    p = p.select(
+        "*",
+        F.max(F.when(txd, F.col("producerEpoch"))).over(ws).alias("data_max"),
+        F.sum(txd.cast("int")).over(ws).alias("data_n"),
+        F.min(F.when(txd, F.col("offset"))).over(ws).alias("first_offset"),
+        F.max(F.when(txd, F.col("offset"))).over(ws).alias("last_offset"),
+        F.max(
+            F.when(txd, F.struct(F.col("producerEpoch").alias("e"), (-F.col("offset")).alias("no")))
+        )
+        .over(ws)
+        .alias("at_max"),
+        F.max(F.when(ctrl, F.col("marker"))).over(ws).alias("end_marker"),
+        F.last(F.when(txd, F.col("producerEpoch")), ignorenulls=True)
+        .over(wso)
+        .alias("prev_data_e"),
+    )
+    ended_txn = F.when(
+        ctrl & (F.col("data_n") > 0),
+        F.struct(
+            F.col("first_offset").alias("f"),
+            F.col("offset").alias("m"),
+            F.col("data_max").alias("e"),
+        ),
+    )
+    p = p.select("*", F.last(ended_txn, ignorenulls=True).over(wprev).alias("prev_txn"))
+    p = p.withColumn(
+        "regression", F.coalesce(F.col("producerEpoch") < F.col("prior.e"), F.lit(False))
+    )
+    return p.drop("fp", "ple", "last", "_row")
+
+
+# ------------------------------------------------------------------------------------------
+# Turning findings into results
+
+
+def _rows_to_dicts(rows: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        d = r.asDict(recursive=True)
+        out.append({k: v for k, v in d.items() if v is not None})
+    return out
+
+
+def _record(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: d[k] for k in R.FIELDS if d.get(k) is not None}
+
+
+def _resolve(ev: Evidence, sels: list[R.Selector]) -> dict[R.Selector, tuple[list[dict], int]]:
+    """Fetch the records selectors name, in one Spark job (see pyref.selectors)."""
+    uniq = sorted(set(sels), key=repr)
+    if not uniq:
+        return {}
+    rows = []
+    for i, s in enumerate(uniq):
+        if s[0] == "at":
+            rows.append((i, s[1], s[2], s[3], s[4], None, s[5], s[5], False))
+        else:
+            rows.append((i, s[1], s[2], s[3], s[4], s[5], s[6], s[7], True))
+    sdf = ev.spark.createDataFrame(
+        rows,
+        "sel int, s_node int, s_kind string, s_topic string, s_partition int, s_pid long, "
+        "lo long, hi long, is_range boolean",
+    )
+    full = ev.full
+    cond = (
+        (full["node"] == sdf["s_node"])
+        & (full["kind"] == sdf["s_kind"])
+        & (full["topic"] == sdf["s_topic"])
+        & (full["partition"] == sdf["s_partition"])
+        & full["offset"].between(sdf["lo"], sdf["hi"])
+        & (~sdf["is_range"] | ((full["producerId"] == sdf["s_pid"]) & ~full["isControl"]))
+    )
+    j = full.join(F.broadcast(sdf), cond)
+    w = Window.partitionBy("sel").orderBy(*_ORDER)
+    wd = Window.partitionBy("sel").orderBy(F.desc("offset"), F.desc("_row"))
+    j = j.select(
+        "*",
+        F.row_number().over(w).alias("rn"),
+        F.row_number().over(wd).alias("rd"),
+        F.count(F.lit(1)).over(Window.partitionBy("sel")).alias("total"),
+    ).filter(
+        (F.col("rn") == 1)
+        | (F.col("is_range") & ((F.col("rn") <= R.MAX_TXN_RECORDS) | (F.col("rd") == 1)))
+    )
+    got: dict[int, list[tuple[int, dict[str, Any]]]] = {i: [] for i in range(len(uniq))}
+    totals: dict[int, int] = {}
+    for r in j.collect():
+        d = r.asDict(recursive=True)
+        got[d["sel"]].append((d["rn"], _record(d)))
+        totals[d["sel"]] = d["total"]
+    out: dict[R.Selector, tuple[list[dict], int]] = {}
+    for i, s in enumerate(uniq):
+        recs = [rec for _, rec in sorted(got[i], key=lambda t: t[0])]
+        omitted = 0
+        if s[0] == "range" and totals.get(i, 0) > R.MAX_TXN_RECORDS + 1:
+            omitted = totals[i] - R.MAX_TXN_RECORDS - 1
+        out[s] = (recs, omitted)
+    return out
+
+
+def _finish(
+    ev: Evidence,
+    checker: str,
+    counts: dict[str, int],
+    chosen: dict[str, list[dict[str, Any]]],
+    types: tuple[str, ...],
+    stats: dict[str, Any],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    sels = [s for fs in chosen.values() for f in fs for s in R.selectors(f)]
+    resolved = _resolve(ev, sels)
+    examples = {t: [R.example(f, resolved) for f in fs] for t, fs in chosen.items()}
+    full_counts = {t: counts.get(t, 0) for t in types}
+    return R.result(checker, full_counts, examples, stats, options, considered=types)
+
+
+def _count_and_top(
+    df: DataFrame, max_examples: int
+) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+    """Per type: how many findings, and the first ``max_examples`` in log order
+    (pyref.finding_order), in one job."""
+    order = Window.partitionBy("type").orderBy(
+        "kind", "topic", "partition", F.coalesce("producerId", F.lit(-2)), "offset"
+    )
+    rows = (
+        df.select(
+            "*",
+            F.row_number().over(order).alias("_rn"),
+            F.count(F.lit(1)).over(Window.partitionBy("type")).alias("_n"),
+        )
+        .filter(F.col("_rn") <= max(1, max_examples))
+        .collect()
+    )
+    counts: dict[str, int] = {}
+    chosen: dict[str, list[dict[str, Any]]] = {}
+    for f in sorted(_rows_to_dicts(rows), key=R.finding_order):
+        counts[f["type"]] = int(f.pop("_n"))
+        rn = f.pop("_rn")
+        if rn <= max_examples:
+            chosen.setdefault(f["type"], []).append(f)
+    return counts, chosen
+
+
+#: Below this many records, Spark's code generation costs more than it saves.
+SMALL_DUMP = 1_000_000
+_SMALL_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
+    """Settings for one evidence run; returns what to restore afterwards.
+
+    Adaptive execution is off: the checks partition the data once by (kind, topic,
+    partition) and rely on Spark seeing that partitioning through the cache, which an
+    adaptive plan hides (forcing another shuffle). Small dumps also run interpreted.
+    """
+    conf = dict(_SMALL_CONF) if rows < SMALL_DUMP else {"spark.sql.adaptive.enabled": "false"}
+    # Cached frames live for one run and memory is cheaper than CPU here: skip compression.
+    conf["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    return saved
+
+
+def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
+# ------------------------------------------------------------------------------------------
+# epoch_violation
+
+
+def _epoch_findings(t: DataFrame) -> DataFrame:
+    """All epoch findings, one row per (type, replica, record), before merging replicas."""
+    ctrl = F.col("isControl")
+    txd = ~ctrl & F.col("isTransactional")
+    e = F.col("producerEpoch")
+    reg = F.col("regression")
+    has = F.col("data_n") > 0
+    below = ctrl & has & (e < F.col("data_max"))
+    types = F.array(
+        F.when(~ctrl & reg, F.lit("data-epoch-regression")),
+        F.when(
+            txd & F.col("prev_data_e").isNotNull() & (e > F.col("prev_data_e")),
+            F.lit("epoch-bump-in-open-transaction"),
+        ),
+        F.when(
+            txd
+            & (F.col("offset") == F.col("first_offset"))
+            & F.col("prev_txn").isNotNull()
+            & ~reg
+            & (e == F.col("prev_txn.e")),
+            F.lit("txn-epoch-reuse"),
+        ),
+        F.when(below, F.lit("marker-below-data")),
+        F.when(ctrl & ~below & reg, F.lit("marker-epoch-regression")),
+        F.when(ctrl & has & ~below & ~reg & (e == F.col("data_max")), F.lit("marker-not-bumped")),
+        F.when(
+            ctrl & ~has & ~reg & F.col("prev_marker").isNotNull() & (F.col("prev_marker.e") == e),
+            F.when(F.col("prev_marker.m") == F.col("marker"), F.lit("duplicate-marker")).otherwise(
+                F.lit("conflicting-markers")
+            ),
+        ),
+    )
+    x = t.select("*", F.filter(types, lambda c: c.isNotNull()).alias("_types"))
+    x = x.filter(F.size("_types") > 0).select("*", F.explode("_types").alias("type"))
+    ty = F.col("type")
+
+    def when(names: tuple[str, ...], value: Column) -> Column:
+        return F.when(ty.isin(*names), value)
+
+    regs = ("data-epoch-regression", "marker-epoch-regression")
+    markers = (
+        "marker-below-data",
+        "marker-epoch-regression",
+        "marker-not-bumped",
+        "duplicate-marker",
+        "conflicting-markers",
+    )
+    return x.select(
+        "type",
+        "node",
+        "kind",
+        "topic",
+        "partition",
+        "producerId",
+        "offset",
+        e.alias("epoch"),
+        F.coalesce(
+            when(regs, F.col("prior.e")),
+            when(("epoch-bump-in-open-transaction",), F.col("prev_data_e")),
+        ).alias("prior_epoch"),
+        F.coalesce(
+            when(regs, -F.col("prior.no")),
+            when(("duplicate-marker", "conflicting-markers"), F.col("prev_marker.o")),
+        ).alias("prior_offset"),
+        when(("marker-below-data",), F.col("data_max")).alias("data_epoch"),
+        when(("marker-below-data",), -F.col("at_max.no")).alias("data_offset"),
+        when(("epoch-bump-in-open-transaction", "marker-not-bumped"), F.col("first_offset")).alias(
+            "first_offset"
+        ),
+        when(markers, F.col("marker")).alias("outcome"),
+        when(("duplicate-marker", "conflicting-markers"), F.col("prev_marker.m")).alias(
+            "prior_outcome"
+        ),
+        when(("txn-epoch-reuse",), F.col("prev_txn.f")).alias("prior_first_offset"),
+        when(("txn-epoch-reuse",), F.col("prev_txn.m")).alias("prior_marker_offset"),
+    )
+
+
+def _merge_replicas(f: DataFrame) -> DataFrame:
+    """One row per case: the lowest node's finding plus every node that shows it."""
+    key = ["type", "kind", "topic", "partition", "producerId", "offset"]
+    rep = F.min_by(F.struct(*[F.col(c) for c in _EXTRA]), F.col("node"))
+    g = f.groupBy(*key).agg(
+        rep.alias("rep"),
+        F.min("node").alias("node"),
+        F.sort_array(F.collect_set("node")).alias("nodes"),
+    )
+    return g.select(*key, "node", "nodes", *[F.col(f"rep.{c}").alias(c) for c in _EXTRA])
+
+
+def _epoch_stats(ev: Evidence) -> dict[str, Any]:
+    """Stats, transaction-version evidence and record outcomes, in one pass over the txn frame.
+
+    Per-replica counts come from the (tiny) replica summary, collected to the driver.
+    """
+    cached = ev._cache.get("epoch_stats")
+    if cached is not None:
+        return cached
+    summary = [r.asDict() for r in ev.summary.collect()]
+    refs: dict[tuple[str, str, int], int] = {}
+    for r in summary:
+        key = (r["kind"], r["topic"], r["partition"])
+        cur = refs.get(key)
+        rank = R.reference_rank(r["node"], r["max_ple"], r["log_end"])
+        if cur is None or rank < R.reference_rank(cur[0], cur[1], cur[2]):
+            refs[key] = (r["node"], r["max_ple"], r["log_end"])  # type: ignore[assignment]
+    txn_parts = [r for r in summary if r["kind"] in R.TXN_KINDS]
+    anon_ref = sum(
+        r["anon_n"]
+        for r in txn_parts
+        if refs[(r["kind"], r["topic"], r["partition"])][0] == r["node"]  # type: ignore[index]
+    )
+    t = ev.txn()
+    ctrl, has = F.col("isControl"), F.col("data_n") > 0
+    txd = ~ctrl & F.col("isTransactional")
+    e, dm = F.col("producerEpoch"), F.col("data_max")
+    commit = ctrl & has & (F.col("marker") == "COMMIT")
+    ref = F.col("is_ref")
+    end = F.col("end_marker")
+
+    def total(c: Column, name: str) -> Column:
+        return F.sum(c.cast("long")).alias(name)
+
+    s = t.agg(
+        F.countDistinct("producerId").alias("producers"),
+        total(commit & (e == dm + 1), "bumped"),
+        total(commit & (e == dm), "unbumped"),
+        total(ref & commit, "committed"),
+        total(ref & ctrl & has & (F.col("marker") == "ABORT"), "aborted"),
+        total(ref & ctrl & ~has, "empty_markers"),
+        total(ref & txd & end.isNull() & (F.col("offset") == F.col("first_offset")), "open"),
+        total(ref & ~ctrl & (~F.col("isTransactional") | (end == "COMMIT")), "out_committed"),
+        total(ref & txd & (end == "ABORT"), "out_aborted"),
+        total(ref & txd & end.isNull(), "out_open"),
+    ).first()
+
+    def n(k: str) -> int:
+        return int(s[k] or 0)
+
+    out = {
+        "replica_partitions": len(txn_parts),
+        "producers": n("producers"),
+        "data_records": int(sum(r["data_n"] for r in txn_parts)),
+        "markers": int(sum(r["marker_n"] for r in txn_parts)),
+        "reference_transactions": {
+            "committed": n("committed"),
+            "aborted": n("aborted"),
+            "open": n("open"),
+            "empty_markers": n("empty_markers"),
+        },
+        "_bumped": n("bumped"),
+        "_unbumped": n("unbumped"),
+        "_outcomes": {
+            "committed": n("out_committed") + int(anon_ref),
+            "aborted": n("out_aborted"),
+            "open": n("out_open"),
+        },
+    }
+    ev._cache["epoch_stats"] = out
+    return out
+
+
+def epoch_violation(
+    data: Evidence | DataFrame,
+    *,
+    transaction_version: int | str | None = None,
+    max_examples: int = 8,
+) -> dict[str, Any]:
+    """Epoch and marker order per producer per replica partition (docs/anomalies.md)."""
+    ev = _ev(data)
+    st = _epoch_stats(ev)
+    tv = R.resolve_tv(transaction_version, st["_bumped"], st["_unbumped"])
+    cases = _merge_replicas(_epoch_findings(ev.txn()))
+    if tv["used"] != 2:
+        cases = cases.filter(~F.col("type").isin(*R.TV2_TYPES))
+    counts, chosen = _count_and_top(cases, max_examples)
+    stats = {k: v for k, v in st.items() if not k.startswith("_")}
+    stats["transaction_version"] = tv
+    options = {"transaction_version": transaction_version, "max_examples": max_examples}
+    return _finish(ev, "epoch_violation", counts, chosen, R.EPOCH_TYPES, stats, options)
+
+
+# ------------------------------------------------------------------------------------------
+# replica_divergence
+
+
+def replica_divergence(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict[str, Any]:
+    """Replicas that disagree below the smallest replica log end (docs/anomalies.md)."""
+    ev = _ev(data)
+    per_part = ev.summary.groupBy(*PART).agg(
+        F.count(F.lit(1)).alias("replicas"), F.min("log_end").alias("min_end")
+    )
+    parts = per_part.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.sum((F.col("replicas") >= 2).cast("int")).alias("replicated"),
+    ).first()
+    repl = per_part.filter(F.col("replicas") >= 2).select(*PART, "min_end")
+    node_ple = ev.summary.select(*PART, "node", F.col("max_ple").alias("node_max_ple"))
+    rows = (
+        ev.base.join(F.broadcast(repl), PART)
+        .filter(F.col("offset") < F.col("min_end"))
+        .join(F.broadcast(node_ple), [*PART, "node"])
+    )
+    # One aggregation per offset; each replica's first record (by file order) only.
+    g = rows.groupBy(*PART, "offset", "min_end").agg(
+        F.array_sort(F.collect_list(F.struct("node", "_row", "fp", "ple", "node_max_ple"))).alias(
+            "all"
+        )
+    )
+    first = F.filter(
+        "all",
+        lambda x, i: F.coalesce(F.get(F.col("all"), i - 1)["node"] != x["node"], F.lit(True)),
+    )
+    g = g.select(*PART, "offset", "min_end", first.alias("rs")).filter(F.size("rs") >= 2)
+    top = F.array_max(F.transform("rs", lambda x: x["ple"]))
+    g = g.select("*", top.alias("top"))
+    lows = F.filter("rs", lambda x: x["ple"] < F.col("top"))
+    g = g.select(
+        *PART,
+        "offset",
+        "min_end",
+        "rs",
+        F.size(F.array_distinct(F.transform("rs", lambda x: x["fp"]))).alias("variants"),
+        F.size(
+            F.array_distinct(
+                F.transform(F.filter("rs", lambda x: x["ple"] == F.col("top")), lambda x: x["fp"])
+            )
+        ).alias("top_variants"),
+        F.size(lows).alias("n_low"),
+        F.forall(lows, lambda x: x["node_max_ple"] < F.col("top")).alias("low_ok"),
+    )
+    g = g.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        compared = g.count()
+        unrec = (F.col("n_low") > 0) & (F.col("top_variants") == 1) & F.col("low_ok")
+        nodes = F.transform("rs", lambda x: x["node"])
+        cases = g.filter(F.col("variants") >= 2).select(
+            F.when(unrec, F.lit("unreconciled-replica"))
+            .otherwise(F.lit("replica-divergence"))
+            .alias("type"),
+            F.array_min(nodes).alias("node"),
+            F.array_sort(nodes).alias("nodes"),
+            *PART,
+            F.lit(None).cast("long").alias("producerId"),
+            "offset",
+            "variants",
+            F.col("min_end").alias("min_log_end"),
+            F.map_from_entries(
+                F.transform("rs", lambda x: F.struct(x["node"].cast("string"), x["ple"]))
+            ).alias("leader_epochs"),
+        )
+        counts, chosen = _count_and_top(cases, max_examples)
+    finally:
+        g.unpersist()
+    stats = {
+        "partitions": int(parts["partitions"] or 0),
+        "replicated_partitions": int(parts["replicated"] or 0),
+        "compared_offsets": int(compared),
+    }
+    options = {"max_examples": max_examples}
+    return _finish(ev, "replica_divergence", counts, chosen, R.DIVERGENCE_TYPES, stats, options)
+
+
+# ------------------------------------------------------------------------------------------
+# hanging_in_log
+
+
+def _coordinator_states(ev: Evidence) -> DataFrame:
+    """Latest decoded transaction-log state per producer id (reference replicas only)."""
+    schema = (
+        "version string, data struct<producerId: long, producerEpoch: int, "
+        "transactionStatus: string, transactionPartitions: "
+        "array<struct<topic: string, partitionIds: array<int>>>>"
+    )
+    refs = ev.base.filter((F.col("kind") == "txnlog") & F.col("is_ref")).select(
+        "node", "topic", "partition", "offset", "_row"
+    )
+    tl = ev.full.filter(F.col("kind") == "txnlog").join(
+        refs, ["node", "topic", "partition", "offset", "_row"]
+    )
+    st = tl.select(
+        "node",
+        "topic",
+        "partition",
+        "offset",
+        "_row",
+        F.from_json("payload", schema).alias("v"),
+    ).filter(F.col("v.data.producerId").isNotNull() & F.col("v.data.producerEpoch").isNotNull())
+    w = Window.partitionBy("v.data.producerId").orderBy(
+        F.desc("partition"), F.desc("offset"), "_row"
+    )
+    return (
+        st.select("*", F.row_number().over(w).alias("_k"))
+        .filter("_k = 1")
+        .select(
+            F.col("v.data.producerId").alias("producerId"),
+            F.col("v.data.producerEpoch").alias("c_epoch"),
+            F.col("v.data.transactionStatus").alias("c_status"),
+            F.col("v.data.transactionPartitions").alias("c_parts"),
+            F.struct(
+                F.col("node").alias("n"),
+                F.col("topic").alias("t"),
+                F.col("offset").alias("o"),
+                F.col("partition").alias("p"),
+            ).alias("c_at"),
+        )
+    )
+
+
+def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict[str, Any]:
+    """Transactions left without a marker at the end of a reference replica's log."""
+    ev = _ev(data)
+    t = ev.txn()
+    ctrl = F.col("isControl")
+    open_seg = ~ctrl & F.col("isTransactional") & F.col("end_marker").isNull() & F.col("is_ref")
+    opened = (
+        t.filter(open_seg)
+        .groupBy(*KEY, "seg")
+        .agg(
+            F.count(F.lit(1)).alias("data_records"),
+            F.max("producerEpoch").alias("epoch"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+        )
+    )
+    activity = t.groupBy("producerId").agg(
+        F.max(F.when(~ctrl, F.col("producerEpoch"))).alias("max_data"),
+        F.max(F.when(ctrl, F.col("producerEpoch"))).alias("max_marker"),
+    )
+    states = _coordinator_states(ev).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n_states = states.count()
+        rows = opened.join(activity, "producerId", "left").join(states, "producerId", "left")
+        collected = _rows_to_dicts(rows.collect())
+    finally:
+        states.unpersist()
+    findings = []
+    for r in collected:
+        f: dict[str, Any] = {
+            "node": r["node"],
+            "kind": r["kind"],
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "producerId": r["producerId"],
+            "offset": r["first_offset"],
+            "epoch": r["epoch"],
+            "first_offset": r["first_offset"],
+            "last_offset": r["last_offset"],
+            "data_records": r["data_records"],
+        }
+        state = None
+        if "c_epoch" in r:
+            parts = []
+            for tp in r.get("c_parts") or []:
+                if tp.get("topic") is not None:
+                    parts += [
+                        (tp["topic"], p) for p in tp.get("partitionIds") or [] if p is not None
+                    ]
+            status = r.get("c_status")
+            state = {
+                "producerId": r["producerId"],
+                "producerEpoch": r["c_epoch"],
+                "status": R.TXN_STATUS.get(status or "", status),
+                "partitions": parts,
+            }
+        typ, code = R.hanging_reason(r.get("max_data"), r.get("max_marker"), state, f)
+        f["type"], f["reason_code"] = typ, code
+        if code == "higher-data-epoch":
+            f["later_epoch"] = r["max_data"]
+        elif code == "higher-marker-epoch":
+            f["later_epoch"] = r["max_marker"]
+        if state is not None:
+            f["coordinator"] = R.describe_state(state, f["topic"], f["partition"])
+            c = r["c_at"]
+            f["coordinator_at"] = (c["n"], c["t"], c["o"], c["p"])
+        f["nodes"] = [f["node"]]
+        findings.append(f)
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f["type"]] = counts.get(f["type"], 0) + 1
+    chosen = dict(R.top_findings(findings, max_examples)) if max_examples else {}
+    stats = {"open_transactions": len(findings), "producers_with_coordinator_state": int(n_states)}
+    options = {"max_examples": max_examples}
+    return _finish(ev, "hanging_in_log", counts, chosen, R.HANGING_TYPES, stats, options)
+
+
+# ------------------------------------------------------------------------------------------
+# aborted_in_log (a helper for the eos checkers)
+
+
+def aborted_in_log(data: Evidence | DataFrame, *, all_replicas: bool = False) -> DataFrame:
+    """Every data record with its transaction's outcome, from the markers per producer id.
+
+    Columns: node, kind, topic, partition, offset, producerId, producerEpoch, isTransactional,
+    outcome ('committed' | 'aborted' | 'open'). A transactional record's outcome is that of the
+    first COMMIT/ABORT marker of its producer id after it in the same replica partition; with
+    no such marker it is 'open' (a hanging-transaction candidate). Non-transactional records
+    are 'committed'. By default only reference replicas: one row per (kind, topic, partition,
+    offset), ready to join with the history on (topic, partition, offset).
+    """
+    ev = _ev(data)
+    cols = [
+        "node",
+        "kind",
+        "topic",
+        "partition",
+        "offset",
+        "producerId",
+        "producerEpoch",
+        "isTransactional",
+    ]
+    t = ev.txn().filter(~F.col("isControl"))
+    outcome = (
+        F.when(~F.col("isTransactional"), F.lit("committed"))
+        .when(F.col("end_marker") == "COMMIT", F.lit("committed"))
+        .when(F.col("end_marker") == "ABORT", F.lit("aborted"))
+        .otherwise(F.lit("open"))
+    )
+    producers = t.select("is_ref", *cols, outcome.alias("outcome"))
+    anonymous = ev.base.filter(
+        F.col("kind").isin(*R.TXN_KINDS) & ~F.col("isControl") & (F.col("producerId") < 0)
+    ).select("is_ref", *cols, F.lit("committed").alias("outcome"))
+    out = producers.unionByName(anonymous)
+    if not all_replicas:
+        out = out.filter(F.col("is_ref"))
+    return out.drop("is_ref")
+
+
+# ------------------------------------------------------------------------------------------
+# Running all checks on a run directory
+
+
+#: The checks run by :func:`evidence_checks`, in order; each takes (Evidence, options dict).
+CHECKS: dict[str, Callable[[Evidence, dict[str, Any]], dict[str, Any]]] = {
+    "epoch_violation": lambda ev, o: epoch_violation(
+        ev, transaction_version=o.get("transaction_version"), max_examples=o["max_examples"]
+    ),
+    "replica_divergence": lambda ev, o: replica_divergence(ev, max_examples=o["max_examples"]),
+    "hanging_in_log": lambda ev, o: hanging_in_log(ev, max_examples=o["max_examples"]),
+}
+
+
+def evidence_checks(
+    spark: SparkSession,
+    run_or_file: str | os.PathLike[str],
+    *,
+    transaction_version: int | str | None = None,
+    max_examples: int = 8,
+    cache: bool = True,
+) -> dict[str, Any]:
+    """Load the dump and run every check in :data:`CHECKS` with an existing session.
+
+    Raises :class:`CheckerInputError` for unusable input; Spark errors propagate.
+    """
+    path = logdump_path(run_or_file)
+    est_rows = path.stat().st_size // 300 if path.is_file() else 0  # ~300 bytes a record
+    saved = _tune(spark, est_rows)
+    try:
+        loaded: Loaded = load_logdump(spark, run_or_file, cache=cache)
+    except BaseException:
+        _restore(spark, saved)
+        raise
+    ev = prepare(loaded.df, partitions=partitions_for(spark, loaded.rows))
+    try:
+        opts = {"transaction_version": transaction_version, "max_examples": max_examples}
+        results = {name: fn(ev, opts) for name, fn in CHECKS.items()}
+        outcomes = _epoch_stats(ev)["_outcomes"]
+    finally:
+        ev.release()
+        _restore(spark, saved)
+    out = R.combine(results)
+    out["stats"] = {
+        "records": loaded.rows,
+        "outcomes": {k: outcomes.get(k, 0) for k in ("committed", "aborted", "open")},
+        "parquet_cache_reused": loaded.cached,
+    }
+    if loaded.notes:
+        out["input_notes"] = loaded.notes
+    return out
+
+
+unknown_result = R.unknown_result
+
+
+def check_evidence(
+    run_dir: Path,
+    spark_master: str | None = None,
+    *,
+    transaction_version: int | str | None = None,
+    max_examples: int = 8,
+) -> dict[str, Any]:
+    """All broker-log checks on ``run_dir`` (or a dump file), with a session for the run.
+
+    Unusable input raises :class:`CheckerInputError`; any Spark failure gives
+    ``{"valid": "unknown", "error": ...}``. A session already running in the process is reused
+    (and left running); one started here is stopped, JVM included, before returning.
+    """
+    path = logdump_path(run_dir)
+    if not path.is_file():
+        raise CheckerInputError(f"{path}: no such log dump")
+    try:
+        with spark_session(spark_master) as spark:
+            return evidence_checks(
+                spark, run_dir, transaction_version=transaction_version, max_examples=max_examples
+            )
+    except CheckerInputError:
+        raise
+    except Exception as e:  # any Spark/py4j failure is "cannot judge", never "valid"
+        return unknown_result(str(spark_error(e)))

@@ -1,0 +1,279 @@
+"""One SparkSession for the checkers: embedded by default, a real cluster on request.
+
+Why this module exists: checkers must scale to histories and log dumps of tens of millions of
+records, so they are written against Spark DataFrames; but a checker run is a short CLI
+command, so the session must start quietly, use little memory, and leave no JVM behind.
+
+* Master: the ``master`` argument, else ``$KAFKA_HARNESS_SPARK_MASTER``, else ``local[*]``.
+* Embedded defaults: no UI, no Hive, few shuffle partitions, ``spark.driver.memory`` from
+  ``$KAFKA_HARNESS_SPARK_DRIVER_MEMORY`` (default 2g), UTC session time zone. The JVM's own
+  output goes to a log file (``$KAFKA_HARNESS_SPARK_LOG`` or a file in the temp dir) so the
+  CLI's stderr stays one line on errors.
+* :func:`stop_spark` stops the session *and* ends the JVM process pyspark started. Plain
+  ``SparkSession.stop()`` leaves that JVM running until the Python process exits.
+* Every failure to start or use Spark is raised as :class:`SparkUnavailable`, which the
+  checkers turn into a ``{"valid": "unknown", "error": ...}`` result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENV_MASTER = "KAFKA_HARNESS_SPARK_MASTER"
+ENV_DRIVER_MEMORY = "KAFKA_HARNESS_SPARK_DRIVER_MEMORY"
+ENV_LOG = "KAFKA_HARNESS_SPARK_LOG"
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "kafka-eos-checkers"
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+_lock = threading.RLock()
+_owned: dict[str, Any] = {}  # what start_spark launched: session, gateway process, log path
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark could not be started or failed while checking; the message is one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master URL to use: argument, environment, or the embedded default."""
+    return master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER
+
+
+def _conf_pairs(master: str, extra: dict[str, str] | None) -> dict[str, str]:
+    local = master.startswith("local")
+    conf = {
+        "spark.master": master,
+        "spark.app.name": APP_NAME,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "8" if local else "64",
+        "spark.default.parallelism": "8" if local else "64",
+        "spark.sql.adaptive.enabled": "true",
+        # Checkers partition by (kind, topic, partition) once; let joins and windows on
+        # finer keys reuse that partitioning instead of shuffling again.
+        "spark.sql.requireAllClusterKeysForCoPartition": "false",
+        "spark.driver.memory": os.environ.get(ENV_DRIVER_MEMORY, "2g"),
+        "spark.sql.execution.arrow.pyspark.enabled": "false",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.driver.bindAddress": "127.0.0.1" if local else "0.0.0.0",
+    }
+    if local:
+        conf["spark.driver.host"] = "127.0.0.1"
+    conf.update(extra or {})
+    return conf
+
+
+def _log_path() -> Path:
+    env = os.environ.get(ENV_LOG)
+    if env:
+        return Path(env)
+    return Path(tempfile.gettempdir()) / f"kafka-harness-spark-{os.getpid()}.log"
+
+
+def _log4j_file() -> Path:
+    d = Path(tempfile.gettempdir()) / f"kafka-harness-spark-conf-{os.getuid()}"
+    d.mkdir(exist_ok=True)
+    p = d / "log4j2.properties"
+    if not p.exists() or p.read_text() != _LOG4J2:
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        tmp.replace(p)
+    return p
+
+
+def active_session() -> SparkSession | None:
+    """The SparkSession already running in this process, if any."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    s = SparkSession.getActiveSession()
+    if s is None:
+        s = SparkSession._instantiatedSession
+    if s is not None and getattr(s.sparkContext, "_jsc", None) is None:
+        return None
+    return s
+
+
+def start_spark(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """Return the process's SparkSession, starting one (and its JVM) if there is none.
+
+    A session that is already running is reused as it is; asking for a different master than
+    the running one is an error rather than a silent surprise.
+    """
+    wanted = resolve_master(master)
+    with _lock:
+        running = active_session()
+        if running is not None:
+            have = running.sparkContext.master
+            if master is not None and have != wanted:
+                raise SparkUnavailable(
+                    f"a Spark session with master {have} is already running in this process; "
+                    f"cannot switch to {wanted}"
+                )
+            return running
+        try:
+            from pyspark import SparkConf, SparkContext
+            from pyspark.java_gateway import launch_gateway
+            from pyspark.sql import SparkSession
+        except ImportError as e:
+            raise SparkUnavailable(
+                f"pyspark is not installed ({e}); install the 'spark' extra"
+            ) from None
+        pairs = _conf_pairs(wanted, conf)
+        log4j = _log4j_file()
+        pairs["spark.driver.extraJavaOptions"] = (
+            f"-Dlog4j2.configurationFile=file:{log4j} "
+            + pairs.get("spark.driver.extraJavaOptions", "")
+        ).strip()
+        sconf = SparkConf(loadDefaults=False)
+        for k, v in pairs.items():
+            sconf.set(k, v)
+        log = _log_path()
+        log_fh = open(log, "ab")  # noqa: SIM115 - the JVM child keeps writing to it
+        log_start = log_fh.tell()
+        if wanted.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        gateway = None
+        try:
+            gateway = launch_gateway(sconf, popen_kwargs={"stdout": log_fh, "stderr": log_fh})
+            sc = SparkContext(conf=sconf, gateway=gateway)
+            session = SparkSession(sc)
+            sc.setLogLevel("ERROR")
+        except Exception as e:
+            _end_gateway(gateway)
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            why = _jvm_error(log, log_start) or _first_line(e)
+            raise SparkUnavailable(
+                f"cannot start Spark (master {wanted}): {why} (JVM log: {log})"
+            ) from None
+        finally:
+            log_fh.close()
+        _owned.update(session=session, gateway=gateway, log=log)
+        return session
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "JVM stacktrace")):
+            return f"{type(e).__name__}: {line}"[:400]
+    return type(e).__name__
+
+
+def _jvm_error(log: Path, start: int) -> str | None:
+    """The first exception line the JVM wrote to its log since ``start``, if any."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            text = fh.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if "Exception" in line or line.startswith("Error"):
+            return line.strip()[:400]
+    return None
+
+
+def spark_error(e: BaseException) -> SparkUnavailable:
+    """Wrap any exception raised by Spark into a one-line :class:`SparkUnavailable`."""
+    if isinstance(e, SparkUnavailable):
+        return e
+    log = _owned.get("log")
+    where = f" (JVM log: {log})" if log else ""
+    return SparkUnavailable(f"Spark failed: {_first_line(e)}{where}")
+
+
+def _end_gateway(gateway: Any, timeout: float = 20.0) -> None:
+    """Close the py4j gateway and wait for the JVM process to exit (killing it if it won't)."""
+    if gateway is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM exits when its stdin reaches EOF
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except Exception:
+            with contextlib.suppress(Exception):
+                proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+
+
+def jvm_pid() -> int | None:
+    """Process id of the JVM this module started (None if it did not start one)."""
+    gw = _owned.get("gateway")
+    proc = getattr(gw, "proc", None)
+    return None if proc is None else int(proc.pid)
+
+
+def stop_spark() -> None:
+    """Stop the session this module started and make sure its JVM process is gone.
+
+    A session started by someone else (e.g. ``pyspark`` shell) is left alone.
+    """
+    with _lock:
+        session = _owned.pop("session", None)
+        gateway = _owned.pop("gateway", None)
+        _owned.pop("log", None)
+        if session is None:
+            return
+        from pyspark import SparkContext
+
+        with contextlib.suppress(Exception):
+            session.stop()
+        _end_gateway(gateway)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkContext._active_spark_context = None
+
+
+@contextlib.contextmanager
+def spark_session(master: str | None = None) -> Iterator[SparkSession]:
+    """A session for one checker run: reuses a running one, stops only what it started."""
+    started = active_session() is None
+    session = start_spark(master)
+    try:
+        yield session
+    finally:
+        if started:
+            stop_spark()

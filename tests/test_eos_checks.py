@@ -1,0 +1,591 @@
+"""Tests of the eos checks: Spark (checkers.eos_checks) against the Python reference.
+
+No Kafka: histories are simulated here (a small consume-transform-produce model that is correct
+by construction, then mutated to break one promise at a time) or copied from real stored runs
+(``tests/data/eos/*.history.jsonl.gz``, decompressed into a temp dir so the Parquet cache the
+loader writes never lands in the source tree). One SparkSession (``local[2]``) for the module.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers import eos_checks
+from checkers.eos_checks import check_eos
+from checkers.eos_pyref import SAFETY_CHECKS, check_eos_py
+from checkers.load import CheckerInputError
+
+DATA = Path(__file__).parent / "data" / "eos"
+
+# ------------------------------------------------------------------------------------------
+# A simulated pipeline
+
+MUTATIONS = ("lost", "duplicate", "order", "aborted-read", "zombie-write", "torn-transaction")
+
+
+@dataclass
+class Sim:
+    """A consume-transform-produce pipeline, recorded as a merged history."""
+
+    partitions: int = 3
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    pindex: dict[Any, int] = field(default_factory=dict)
+    log: dict[int, list[str | None]] = field(default_factory=dict)  # input log; None = aborted
+    committed: dict[int, int] = field(default_factory=dict)
+    out: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    next_seed: int = 0
+    next_poison: int = 0
+    gen: int = 1
+    owner: dict[int, int] = field(default_factory=dict)
+    seq: dict[int, int] = field(default_factory=dict)
+    tids: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for p in range(self.partitions):
+            self.log[p], self.committed[p], self.out[p] = [], 0, []
+
+    def op(self, process: Any, type_: str, f: str, value: Any, error: Any = None) -> None:
+        i = len(self.ops)
+        pi = self.pindex.get(process, 0)
+        self.pindex[process] = pi + 1
+        o = {
+            "index": i,
+            "pindex": pi,
+            "time": 1_000_000 + i * 1000,
+            "wall": "2026-01-01T00:00:00.000000Z",
+            "process": process,
+            "type": type_,
+            "f": f,
+            "value": value,
+        }
+        if error is not None:
+            o["error"] = error
+        self.ops.append(o)
+
+    # -- actors -------------------------------------------------------------------------
+
+    def seed(self, n: int) -> None:
+        vals = [
+            [f"v{self.next_seed + k:06d}", (self.next_seed + k) % self.partitions] for k in range(n)
+        ]
+        self.next_seed += n
+        self.op("seeder", "invoke", "send", {"values": vals})
+        done = []
+        for v, p in vals:
+            self.log[p].append(v)
+            done.append([v, p, len(self.log[p]) - 1])
+        self.op("seeder", "ok", "send", {"values": done})
+
+    def poison(self, n: int) -> None:
+        vals = [[f"x{self.next_poison + k:06d}", k % self.partitions] for k in range(n)]
+        self.next_poison += n
+        self.op("seeder", "invoke", "send-aborted", {"values": vals})
+        done = []
+        for v, p in vals:
+            self.log[p].append(None)
+            done.append([v, p, len(self.log[p]) - 1])
+        for p in {p for _v, p in vals}:
+            self.log[p].append(None)  # the abort marker takes an offset too
+        err = {"code": "DELIBERATE_ABORT", "message": "poison"}
+        self.op("seeder", "fail", "send-aborted", {"values": done}, err)
+
+    def start(self, inst: int, tid: str | None = None) -> None:
+        tid = tid or f"t-p{inst}"
+        self.tids[inst] = tid
+        self.seq[inst] = 0
+        v = {"instance": inst, "slot": inst, "pid": 100 + inst, "variant": "eos"}
+        v |= {"transactional_id": tid, "group_id": "g", "input_topic": "in", "output_topic": "out"}
+        self.op(
+            "supervisor",
+            "invoke",
+            "spawn",
+            {"slot": inst, "instance": inst, "transactional_id": tid, "replaces": None},
+        )
+        self.op(
+            "supervisor",
+            "ok",
+            "spawn",
+            {
+                "slot": inst,
+                "instance": inst,
+                "transactional_id": tid,
+                "replaces": None,
+                "pid": 100 + inst,
+            },
+        )
+        self.op(inst, "invoke", "start", v)
+        self.op(inst, "ok", "start", v)
+
+    def rebalance(self, instances: list[int]) -> None:
+        self.gen += 1
+        for i in instances:
+            mine = [p for p, o in self.owner.items() if o == i]
+            if mine:
+                parts = [["in", p] for p in mine]
+                self.op(i, "invoke", "rebalance", {"event": "revoke", "partitions": parts})
+                self.op(
+                    i,
+                    "ok",
+                    "rebalance",
+                    {
+                        "event": "revoke",
+                        "partitions": parts,
+                        "generation": self.gen - 1,
+                        "member_id": f"m{i}",
+                    },
+                )
+        self.owner = {p: instances[p % len(instances)] for p in range(self.partitions)}
+        for i in instances:
+            parts = [["in", p] for p, o in self.owner.items() if o == i]
+            self.op(i, "invoke", "rebalance", {"event": "assign", "partitions": parts})
+            self.op(
+                i,
+                "ok",
+                "rebalance",
+                {
+                    "event": "assign",
+                    "partitions": parts,
+                    "generation": self.gen,
+                    "member_id": f"m{i}",
+                },
+            )
+
+    def txn(self, inst: int, max_n: int, ok: bool = True, hijack: bool = False) -> bool:
+        parts = sorted(p for p, o in self.owner.items() if o == inst)
+        inputs = []
+        for p in parts:
+            pos = self.committed[p]
+            while pos < len(self.log[p]) and len([x for x in inputs if x[0] == p]) < max_n:
+                if self.log[p][pos] is not None:
+                    inputs.append([p, pos, self.log[p][pos]])
+                pos += 1
+        if not inputs:
+            return False
+        if hijack:
+            self.op("nemesis", "invoke", "start", {"kind": "hijack", "params": {}})
+            self.op(
+                "nemesis",
+                "ok",
+                "start",
+                {"kind": "hijack", "params": {}, "transactional_id": self.tids[inst]},
+            )
+        self.seq[inst] += 1
+        s = self.seq[inst]
+        tid = self.tids[inst]
+        self.op(
+            inst,
+            "invoke",
+            "txn",
+            {
+                "txn": s,
+                "transactional_id": tid,
+                "generation": self.gen,
+                "member_id": f"m{inst}",
+                "inputs": inputs,
+            },
+        )
+        outputs = []
+        new_off = {}
+        for p, o, v in inputs:
+            outputs.append([p % self.partitions, None, "out-" + v, p, o])
+            new_off[p] = o + 1
+        # positions past skipped aborted records at the end of what was read
+        for p in new_off:
+            while new_off[p] < len(self.log[p]) and self.log[p][new_off[p]] is None:
+                new_off[p] += 1
+        offsets = sorted([p, n] for p, n in new_off.items())
+        if ok:
+            for p, o, v in inputs:
+                hdr = {
+                    "src-topic": "in",
+                    "src-partition": str(p),
+                    "src-offset": str(o),
+                    "instance": str(inst),
+                    "transactional-id": tid,
+                    "generation": str(self.gen),
+                    "member-id": f"m{inst}",
+                    "txn-seq": str(s),
+                }
+                self.out[p % self.partitions].append(
+                    {"key": v, "value": "out-" + v, "headers": hdr}
+                )
+            for p, n in offsets:
+                self.committed[p] = n
+            self.op(inst, "ok", "txn", {"txn": s, "outputs": outputs, "offsets": offsets})
+        else:
+            err = {"stage": "deliberate-abort", "code": "DELIBERATE_ABORT", "message": "x"}
+            err |= {"fatal": False, "abortable": True, "retriable": False}
+            self.op(inst, "fail", "txn", {"txn": s, "outputs": outputs, "offsets": offsets}, err)
+            rp = [["in", p] for p in parts]
+            self.op(inst, "invoke", "rewind", {"partitions": rp})
+            self.op(
+                inst,
+                "ok",
+                "rewind",
+                {"partitions": rp, "offsets": [[p, self.committed[p]] for p in parts]},
+            )
+        return True
+
+    def drain_all(self, instances: list[int]) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for i in instances:
+                progress = self.txn(i, 4) or progress
+
+    # -- the end --------------------------------------------------------------------------
+
+    def finish(self, hanging: bool = False) -> None:
+        targets = [[p, len(self.log[p])] for p in range(self.partitions)]
+        offs = [[p, self.committed[p]] for p in range(self.partitions)]
+        self.op("final", "invoke", "drain", {"group": "g", "topic": "in", "targets": targets})
+        self.op(
+            "final",
+            "ok",
+            "drain",
+            {"group": "g", "topic": "in", "targets": targets, "offsets": offs, "seconds": 0.1},
+        )
+        for p in range(self.partitions):
+            recs = [[k, r["key"], r["value"], r["headers"]] for k, r in enumerate(self.out[p])]
+            for iso in ("read_committed", "read_uncommitted"):
+                v = {"topic": "out", "partition": p, "isolation": iso}
+                self.op("final", "invoke", "read", v)
+                self.op("final", "ok", "read", v | {"records": recs})
+        self.op("final", "invoke", "group-offsets", {"group": "g"})
+        self.op(
+            "final",
+            "ok",
+            "group-offsets",
+            {"group": "g", "offsets": [["in", p, o] for p, o in offs]},
+        )
+        for topic in ("in", "out"):
+            parts = []
+            for p in range(self.partitions):
+                end = len(self.log[p]) if topic == "in" else len(self.out[p])
+                lso = end - 1 if hanging and topic == "out" and p == 0 else end
+                parts.append({"partition": p, "low": 0, "lso": lso, "hwm": end})
+            self.op("final", "invoke", "watermarks", {"topic": topic})
+            self.op("final", "ok", "watermarks", {"topic": topic, "partitions": parts})
+
+    def write(self, run_dir: Path) -> Path:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        header = {"history_format": 1, "kind": "merged", "meta": {"workload": "eos"}}
+        with open(run_dir / "history.jsonl", "w") as fh:
+            fh.write(json.dumps(header) + "\n")
+            for o in self.ops:
+                fh.write(json.dumps(o, separators=(",", ":")) + "\n")
+        return run_dir
+
+
+def simulate(seed: int, *, partitions: int = 3, hijack: bool = False) -> Sim:
+    """A random but correct run: seeds, poison, rebalances, commits, aborts with rewinds."""
+    rnd = random.Random(seed)
+    s = Sim(partitions=partitions)
+    insts = [0, 1]
+    for i in insts:
+        s.start(i)
+    s.rebalance(insts)
+    hijacked = False
+    for _step in range(rnd.randint(4, 14)):
+        r = rnd.random()
+        if r < 0.3:
+            s.seed(rnd.randint(1, 8))
+        elif r < 0.38:
+            s.poison(rnd.randint(1, 3))
+        elif r < 0.48:
+            s.rebalance(rnd.sample(insts, rnd.randint(1, 2)))
+        else:
+            i = rnd.choice(sorted(set(s.owner.values())))
+            hj = hijack and not hijacked
+            if s.txn(i, rnd.randint(1, 5), ok=rnd.random() < 0.8 or hj, hijack=hj):
+                hijacked = hijacked or hj
+    s.seed(3)
+    if hijack and not hijacked:
+        s.txn(s.owner[0], 3, hijack=True)
+    s.drain_all(sorted(set(s.owner.values())))
+    return s
+
+
+def mutate(s: Sim, kind: str, rnd: random.Random) -> bool:
+    """Break one exactly-once promise in the simulated drain; False if impossible here."""
+    parts = [p for p in s.out if s.out[p]]
+    if not parts:
+        return False
+    p = rnd.choice(parts)
+    recs = s.out[p]
+    if kind == "lost":
+        recs.pop(rnd.randrange(len(recs)))
+    elif kind == "duplicate":
+        k = rnd.randrange(len(recs))
+        recs.insert(k + 1, dict(recs[k]))
+    elif kind == "order":
+        if len(recs) < 2:
+            return False
+        k = rnd.randrange(len(recs) - 1)
+        recs[k], recs[k + 1] = recs[k + 1], recs[k]
+    elif kind == "aborted-read":
+        v = f"x{s.next_poison:06d}"
+        s.poison(1)
+        hdr = dict(recs[-1]["headers"]) | {
+            "src-partition": "0",
+            "src-offset": str(len(s.log[0]) - 2),
+        }
+        recs.append({"key": v, "value": "out-" + v, "headers": hdr})
+    elif kind == "zombie-write":
+        newest = max(recs, key=lambda r: int(r["headers"]["generation"]))
+        h = newest["headers"]
+        other = "1" if h["instance"] == "0" else "0"
+        old = dict(h) | {"instance": other, "generation": str(int(h["generation"]) - 1)}
+        old["txn-seq"] = "999"
+        recs.append({"key": newest["key"], "value": newest["value"], "headers": old})
+    elif kind == "torn-transaction":
+        sizes: dict[tuple[str, str], int] = {}
+        for q in parts:
+            for r in s.out[q]:
+                k = (r["headers"]["instance"], r["headers"]["txn-seq"])
+                sizes[k] = sizes.get(k, 0) + 1
+        multi = sorted(k for k, n in sizes.items() if n > 1)
+        if not multi:
+            return False
+        k = rnd.choice(multi)
+        for q in parts:
+            for i, r in enumerate(s.out[q]):
+                if (r["headers"]["instance"], r["headers"]["txn-seq"]) == k:
+                    s.out[q].pop(i)
+                    return True
+    else:
+        raise ValueError(kind)
+    return True
+
+
+# ------------------------------------------------------------------------------------------
+# Fixtures and helpers
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local[2] session for the whole module; its JVM is ended afterwards."""
+    from checkers.spark import start_spark, stop_spark
+
+    s = start_spark("local[2]")
+    yield s
+    stop_spark()
+
+
+def counts(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: (r.get("valid"), r.get("count")) for k, r in result["checkers"].items()}
+
+
+def both(spark: Any, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run Spark and the reference; they must agree check by check."""
+    got = check_eos(run_dir, spark=spark, max_examples=3)
+    ref = check_eos_py(run_dir, max_examples=3)
+    assert counts(got) == counts(ref), (got["anomalies"], ref["anomalies"])
+    assert got["valid"] == ref["valid"]
+    assert got["liveness"]["valid"] == ref["liveness"]["valid"]
+    for r in got["checkers"].values():
+        for ex in r["examples"]:
+            assert isinstance(ex["values"], list)
+    return got, ref
+
+
+def built(tmp: Path, seed: int, *, mutations: tuple[str, ...] = (), **kw: Any) -> Path:
+    fin = {"hanging": kw.pop("hanging", False)}
+    s = simulate(seed, **kw)
+    rnd = random.Random(seed)
+    for m in mutations:
+        assert mutate(s, m, rnd), m
+    s.finish(**fin)
+    return s.write(tmp)
+
+
+def real(tmp: Path, name: str) -> Path:
+    d = tmp / name
+    d.mkdir()
+    with (
+        gzip.open(DATA / f"{name}.history.jsonl.gz", "rb") as src,
+        open(d / "history.jsonl", "wb") as dst,
+    ):
+        shutil.copyfileobj(src, dst)
+    return d
+
+
+# ------------------------------------------------------------------------------------------
+# Hand-built runs
+
+
+def test_clean_run_passes_every_check(spark: Any, tmp_path: Path) -> None:
+    got, _ref = both(spark, built(tmp_path, 7))
+    assert got["valid"] is True and got["anomalies"] == {}
+    assert set(got["checkers"]) == set(SAFETY_CHECKS)
+    assert all(r["valid"] is True and r["count"] == 0 for r in got["checkers"].values())
+    assert got["liveness"]["valid"] is True
+
+
+ANOMALY_RUNS: dict[str, dict[str, Any]] = {
+    "lost": {"mutations": ("lost",)},
+    "duplicate": {"mutations": ("duplicate",)},
+    "order": {"mutations": ("order",)},
+    "aborted-read": {"mutations": ("aborted-read",)},
+    "zombie-write": {"mutations": ("zombie-write",)},
+    "torn-transaction": {"mutations": ("torn-transaction",)},
+    "hanging-transaction": {"hanging": True},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ANOMALY_RUNS))
+def test_each_anomaly_detected_by_reference(tmp_path: Path, kind: str) -> None:
+    ref = check_eos_py(built(tmp_path, 11, **ANOMALY_RUNS[kind]))
+    assert ref["valid"] is False
+    assert ref["anomalies"].get(kind, 0) >= 1, ref["anomalies"]
+    assert "values" in ref["checkers"][kind]["examples"][0]
+
+
+def test_every_anomaly_detected_by_spark_and_reference(spark: Any, tmp_path: Path) -> None:
+    """One run with every anomaly planted (Spark runs are costly on 2 cores); both agree."""
+    muts = tuple(m for m in MUTATIONS)
+    got, _ref = both(spark, built(tmp_path, 11, mutations=muts, hanging=True, hijack=True))
+    assert got["valid"] is False
+    for kind in SAFETY_CHECKS:
+        assert got["anomalies"].get(kind, 0) >= 1, (kind, got["anomalies"])
+        assert got["checkers"][kind]["examples"][0]["values"] is not None
+    reasons = {e["reason"] for e in got["checkers"]["zombie-write"]["examples"]}
+    assert "fenced" in reasons
+
+
+def test_fenced_instance_output_is_zombie_write(tmp_path: Path) -> None:
+    ref = check_eos_py(built(tmp_path, 5, hijack=True))
+    assert ref["anomalies"].get("zombie-write", 0) >= 1
+    ex = ref["checkers"]["zombie-write"]["examples"][0]
+    assert ex["reason"] == "fenced"
+    assert any(o["process"] == "nemesis" for o in ex["ops"] + [ex["fence_op"]])
+
+
+def test_poison_input_in_a_txn_is_aborted_read(tmp_path: Path) -> None:
+    s = simulate(2)
+    s.poison(1)
+    inst = s.owner[0]
+    s.seq[inst] += 1
+    bad = [[0, len(s.log[0]) - 2, f"x{s.next_poison - 1:06d}"]]
+    s.op(
+        inst,
+        "invoke",
+        "txn",
+        {
+            "txn": s.seq[inst],
+            "transactional_id": s.tids[inst],
+            "generation": s.gen,
+            "member_id": "m",
+            "inputs": bad,
+        },
+    )
+    s.finish()
+    ref = check_eos_py(s.write(tmp_path))
+    ex = ref["checkers"]["aborted-read"]["examples"]
+    assert [e["kind"] for e in ex] == ["poison-input"] and ex[0]["values"] == bad[0][2:]
+
+
+# ------------------------------------------------------------------------------------------
+# Property tests (reference implementation: fast; Spark cross-checked on a few)
+
+_PROPS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@_PROPS
+@given(seed=st.integers(0, 10**6), partitions=st.integers(1, 4))
+def test_random_valid_histories_pass(tmp_path_factory: Any, seed: int, partitions: int) -> None:
+    d = tmp_path_factory.mktemp("valid")
+    r = check_eos_py(built(d, seed, partitions=partitions))
+    assert r["valid"] is True, r["anomalies"]
+    assert r["liveness"]["valid"] is True
+
+
+@_PROPS
+@given(seed=st.integers(0, 10**6), kind=st.sampled_from(MUTATIONS))
+def test_mutations_fail_with_the_right_type(tmp_path_factory: Any, seed: int, kind: str) -> None:
+    s = simulate(seed)
+    if not mutate(s, kind, random.Random(seed)):
+        return
+    s.finish()
+    r = check_eos_py(s.write(tmp_path_factory.mktemp("mut")))
+    assert r["valid"] is False
+    assert r["anomalies"].get(kind, 0) >= 1, (kind, r["anomalies"])
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10**6), kinds=st.sets(st.sampled_from(MUTATIONS), max_size=3))
+def test_spark_agrees_on_random_histories(
+    spark: Any, tmp_path_factory: Any, seed: int, kinds: set[str]
+) -> None:
+    s = simulate(seed)
+    rnd = random.Random(seed)
+    applied = [k for k in sorted(kinds) if mutate(s, k, rnd)]
+    s.finish()
+    got, _ref = both(spark, s.write(tmp_path_factory.mktemp("agree")))
+    for k in applied:
+        assert got["anomalies"].get(k, 0) >= 1, (k, got["anomalies"])
+
+
+# ------------------------------------------------------------------------------------------
+# Real stored runs
+
+
+@pytest.mark.parametrize("name", ["eos-zombie-31b409", "eos-java-050454"])
+def test_real_exactly_once_runs_are_valid(spark: Any, tmp_path: Path, name: str) -> None:
+    got, _ref = both(spark, real(tmp_path, name))
+    assert got["valid"] is True, got["anomalies"]
+    assert got["liveness"]["valid"] is True
+
+
+def test_real_at_least_once_run_has_duplicates(spark: Any, tmp_path: Path) -> None:
+    got, _ref = both(spark, real(tmp_path, "eos-alo-607d3c"))
+    assert got["valid"] is False
+    assert got["anomalies"]["duplicate"] >= 1
+    ex = got["checkers"]["duplicate"]["examples"][0]
+    assert ex["copies"] >= 2 and len(ex["records"]) == ex["copies"] and ex["ops"]
+
+
+# ------------------------------------------------------------------------------------------
+# Bad input and failures
+
+
+def test_malformed_history_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
+    d = built(tmp_path, 3)
+    lines = (d / "history.jsonl").read_text().splitlines()
+    lines[5] = lines[5][:20]
+    (d / "history.jsonl").write_text("\n".join(lines) + "\n")
+    for fn in (lambda: check_eos(d, spark=spark), lambda: check_eos_py(d)):
+        with pytest.raises(CheckerInputError) as e:
+            fn()
+        assert "\n" not in str(e.value) and "history.jsonl" in str(e.value)
+
+
+def test_a_failing_check_is_unknown_never_valid(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*_a: Any) -> dict[str, Any]:
+        raise RuntimeError("spark went away")
+
+    monkeypatch.setitem(eos_checks.CHECKS, "order", boom)
+    got = check_eos(built(tmp_path, 4), spark=spark)
+    assert got["checkers"]["order"]["valid"] == "unknown"
+    assert "spark went away" in got["checkers"]["order"]["error"]
+    assert got["valid"] == "unknown"
+
+
+def test_unusable_run_dir(tmp_path: Path) -> None:
+    with pytest.raises(CheckerInputError):
+        check_eos_py(tmp_path)
