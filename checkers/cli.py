@@ -163,24 +163,41 @@ RUN_DIR_CHECKS: list[RunDirCheck] = [
 
 
 def _merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Combine the partial verdicts of the run-dir checks into the printed result."""
+    """Combine the partial verdicts of the run-dir checks into the printed result.
+
+    Two shapes of part exist: broker-log evidence names its anomaly types per checker
+    (``anomalies`` and ``bad_anomaly_types`` inside each checker), the eos checks name them
+    at part level (``anomalies`` = counts of the checks that failed, one checker per type,
+    ``liveness`` beside). A part whose own ``valid`` is false always makes the run invalid,
+    whatever shape it has, so no part can be lost in the merge.
+    """
     checkers: dict[str, Any] = {}
     anomalies: dict[str, int] = {}
     bad: set[str] = set()
     errors: dict[str, str] = {}
     stats: dict[str, Any] = {}
+    liveness: dict[str, Any] = {}
     notes: list[str] = []
     for name, part in parts.items():
         if part.get("valid") == "unknown" or "error" in part:
             errors[name] = str(part.get("error", "unknown verdict"))
+        part_bad: set[str] = set(part.get("bad_anomaly_types", []))
         for cname, res in part.get("checkers", {}).items():
             checkers[cname] = res
             anomalies.update(res.get("anomalies", {}))
-            bad.update(res.get("bad_anomaly_types", []))
+            part_bad.update(res.get("bad_anomaly_types", []))
+            if res.get("valid") is False and "anomalies" not in res:
+                part_bad.add(cname)  # an eos check: the checker is the anomaly type
             if res.get("valid") == "unknown":
                 errors[cname] = str(res.get("error", "unknown verdict"))
+        anomalies.update(part.get("anomalies", {}))
+        if part.get("valid") is False and not part_bad:
+            part_bad = {t for t, n in part.get("anomalies", {}).items() if n} or {name}
+        bad |= part_bad
         if "stats" in part:
             stats[name] = part["stats"]
+        if "liveness" in part:
+            liveness[name] = part["liveness"]
         notes += part.get("input_notes", [])
     valid: bool | str = False if bad else ("unknown" if errors else True)
     out: dict[str, Any] = {
@@ -189,6 +206,8 @@ def _merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "bad_anomaly_types": sorted(bad),
         "checkers": checkers,
     }
+    if liveness:
+        out["liveness"] = liveness
     if errors:
         out["errors"] = errors
     if stats:
@@ -207,25 +226,33 @@ def _write_results(run_dir: Path, result: dict[str, Any]) -> None:
         tmp.replace(target)
 
 
-def check_run_dir(
+class RunDirUnusable(Exception):
+    """The run directory cannot be judged at all (nothing to check, or unusable input)."""
+
+
+def judge_run_dir(
     path: str | Path,
     *,
     spark_master: str | None = None,
     transaction_version: int | None = None,
     max_examples: int = 8,
-) -> int:
-    """Run every applicable check on a stored run directory; return the exit status."""
+) -> dict[str, Any]:
+    """Run every applicable check on a stored run directory and write ``results.json``.
+
+    Returns the merged verdict (``valid`` is True, False or "unknown"). A Spark session that
+    is already running in this process (a test session's) is reused and left running; one
+    started here is stopped before returning. Raises :class:`RunDirUnusable` when there is
+    nothing to check or the input is unusable (``results.json`` then says so).
+    """
     from checkers.pyref import CheckerInputError
 
     run_dir = Path(path)
     checks = [c for c in RUN_DIR_CHECKS if c.applies(run_dir)]
     if not checks:
-        print(
-            f"checkers: nothing to check in {run_dir}: no history.jsonl of an eos run and "
-            "no evidence/logdump.jsonl",
-            file=sys.stderr,
+        raise RunDirUnusable(
+            f"nothing to check in {run_dir}: no history.jsonl of an eos run and "
+            "no evidence/logdump.jsonl"
         )
-        return EXIT_UNUSABLE
     ctx = RunContext(run_dir, spark_master, transaction_version, max_examples)
     parts: dict[str, dict[str, Any]] = {}
     started_spark = False
@@ -246,13 +273,34 @@ def check_run_dir(
             parts[check.name] = check.run(ctx)
     except CheckerInputError as e:
         _write_results(run_dir, {"valid": "unknown", "error": str(e), "checkers": {}})
-        print(f"checkers: {e}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        raise RunDirUnusable(str(e)) from e
     finally:
         if started_spark:
             _stop_spark()
     result = _merge_verdicts(parts)
     _write_results(run_dir, result)
+    return result
+
+
+def check_run_dir(
+    path: str | Path,
+    *,
+    spark_master: str | None = None,
+    transaction_version: int | None = None,
+    max_examples: int = 8,
+) -> int:
+    """``python -m checkers RUN_DIR``: judge, print the verdict, return the exit status."""
+    run_dir = Path(path)
+    try:
+        result = judge_run_dir(
+            run_dir,
+            spark_master=spark_master,
+            transaction_version=transaction_version,
+            max_examples=max_examples,
+        )
+    except RunDirUnusable as e:
+        print(f"checkers: {e}", file=sys.stderr)
+        return EXIT_UNUSABLE
     json.dump(result, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
     if result["valid"] == "unknown":

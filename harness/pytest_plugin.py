@@ -2,15 +2,26 @@
 
 Each pytest-xdist worker gets its own cluster (own slot: subnet, ports, namespace names), built
 once per worker session and torn down at its end, so ``pytest -n auto`` runs clusters side by
-side without collisions. Another project can depend on this package and use the fixtures.
+side without collisions. Another project can depend on this package and use the fixtures:
+
+* ``kafka_cluster`` (session) / ``healthy_cluster`` (faults undone after the test);
+* ``nemesis``: a factory of seeded fault schedules run against the worker's cluster;
+* ``history``: a per-test history directory with recorders and a merged loader;
+* ``spark``: one embedded Spark session per worker for the checkers;
+* ``run_report``: links a test to its run's HTML report in JUnit XML and pytest-html.
+
+Options: ``--kafka-version``, ``--nodes``, ``--store``, ``--time-limit``, ``--seed``,
+``--nemesis`` (defaults for the scenarios, which may scale them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-version", default=DEFAULT_KAFKA_VERSION, help="Kafka to test")
     group.addoption("--nodes", type=int, default=3, help="nodes per cluster")
     group.addoption("--store", default="store", help="where runs keep their evidence")
+    group.addoption("--time-limit", type=float, default=None, help="seconds of load per scenario")
+    group.addoption("--seed", type=int, default=None, help="seed of workloads and schedules")
+    group.addoption(
+        "--nemesis",
+        default=None,
+        help="override the fault kinds of every correct-workload scenario (e.g. 'all')",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,3 +90,118 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     except (ValueError, OSError):
         mem_gib = 8.0
     return max(1, min(cores, int(mem_gib // 6)))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One embedded Spark session per worker, shared by every check of its tests (starting
+    Spark costs seconds; the checkers reuse a running session and leave it running)."""
+    from checkers.spark import start_spark, stop_spark
+
+    session = start_spark()
+    try:
+        yield session
+    finally:
+        stop_spark()
+
+
+class HistoryDir:
+    """A test's history: per-process recorders in one directory, merged on demand."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.processes = path / "processes"
+        self.processes.mkdir(parents=True, exist_ok=True)
+
+    def recorder(self, process: str | int, meta: dict[str, Any] | None = None) -> Any:
+        from history import Recorder
+
+        return Recorder(self.processes / f"{process}.jsonl", process, meta)
+
+    def load(self) -> list[dict[str, Any]]:
+        """Merge every per-process file into ``history.jsonl`` and return its ops."""
+        from history import load_history, merge_histories
+
+        merged = self.path / "history.jsonl"
+        merge_histories(sorted(self.processes.glob("*.jsonl")), merged)
+        return load_history(merged)
+
+
+@pytest.fixture
+def history(request: pytest.FixtureRequest, harness_store: Path) -> HistoryDir:
+    """A fresh history directory for this test under the session's store."""
+    name = request.node.name.replace("/", "_").replace("[", "-").rstrip("]")
+    return HistoryDir(harness_store / "histories" / f"{name}-{os.getpid()}-{time.time_ns()}")
+
+
+@pytest.fixture
+def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``with nemesis("pause,kill", time_limit=20, clients=workload):`` runs a seeded schedule
+    against the worker's cluster (and the workload's processes, if given) and stops it at
+    exit; the cluster is healed after the test either way."""
+    from nemeses.engine import Nemesis as Engine
+    from nemeses.kinds import parse_kinds
+    from nemeses.schedule import generate
+    from nemeses.targets import FaultContext
+
+    engines: list[Engine] = []
+
+    @contextlib.contextmanager
+    def run(
+        kinds: str,
+        *,
+        time_limit: float = 30.0,
+        seed: int | None = None,
+        interval: float = 5.0,
+        duration: float = 5.0,
+        clients: Any = None,
+        recorder: Any = None,
+    ) -> Iterator[Engine]:
+        seed = request.config.getoption("--seed") if seed is None else seed
+        schedule = generate(
+            parse_kinds(kinds),
+            seed=seed or 0,
+            time_limit=time_limit,
+            interval=interval,
+            duration=duration,
+        )
+        engine = Engine(FaultContext(healthy_cluster, clients), schedule, recorder)
+        engines.append(engine)
+        engine.start()
+        try:
+            yield engine
+        finally:
+            engine.stop()
+
+    yield run
+    for engine in engines:
+        engine.stop()
+
+
+@pytest.fixture
+def run_report(request: pytest.FixtureRequest, record_property: Any) -> Callable[[Path], None]:
+    """Call with a run's ``report.html``: JUnit XML gets a ``report`` property and
+    pytest-html (when installed) a link, so a CI page leads straight to the evidence."""
+
+    def link(report: Path) -> None:
+        record_property("report", str(report))
+        request.node.stash[_REPORT_KEY] = str(report)
+
+    return link
+
+
+_REPORT_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    path = item.stash.get(_REPORT_KEY, None)
+    if path is None or report.when != "call":
+        return
+    try:
+        from pytest_html import extras  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    report.extras = [*getattr(report, "extras", []), extras.url(Path(path).as_uri(), "report")]

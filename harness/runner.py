@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -143,23 +143,26 @@ class RunResult:
     summary: dict[str, Any]
     drained: bool
     stats: dict[str, Any]
+    #: The checkers' verdict (``results.json``); set by :func:`run` once the cluster's
+    #: evidence is on disk, or by a caller of :func:`execute` via ``harness.verdict.judge``.
+    verdict: dict[str, Any] | None = None
 
     @property
     def summary_line(self) -> str:
         return summary_line(self.summary)
 
 
-# --- the stand-in verdict ------------------------------------------------------------------
+# --- the drain tally ---------------------------------------------------------------------
 
 
-def eos_summary(ops: Iterable[Op]) -> dict[str, Any]:
-    """STAND-IN until the eos checkers exist: replace with their verdict.
+def drain_tally(ops: Iterable[Op]) -> dict[str, Any]:
+    """A quick tally of the final drain, printed beside the verdict (never instead of it).
 
     Counts from the final read_committed drain of the output topic against the seeder's
-    acknowledged values: how many outputs are committed, how many distinct seeded inputs
-    they cover, how many inputs were output more than once (same source partition+offset),
-    how many seeded values are missing and how many outputs come from no seeded value (e.g.
-    poison read uncommitted). It ignores everything subtler (ordering, zombies, timing).
+    acknowledged values: outputs, distinct seeded inputs covered, inputs output more than
+    once (same source partition+offset), seeded values missing, outputs of no seeded value.
+    The verdict is the checkers' (``harness.verdict``), which also judge order, zombies,
+    aborted reads, torn transactions and the broker logs.
     """
     from workloads.eos_config import H_SRC_OFFSET, H_SRC_PARTITION, input_of
 
@@ -210,7 +213,7 @@ def eos_summary(ops: Iterable[Op]) -> dict[str, Any]:
 def summary_line(s: dict[str, Any]) -> str:
     verdict = "exactly-once" if s["exactly_once"] else "NOT exactly-once"
     return (
-        f"eos summary (stand-in for the checker): seeded={s['seeded']} "
+        f"final drain: seeded={s['seeded']} "
         f"committed-outputs={s['committed_outputs']} distinct-inputs={s['distinct_inputs']} "
         f"duplicates={s['duplicates']} missing={s['missing']} unexpected={s['unexpected']}"
         f"{'' if s['complete_read'] else ' (final read incomplete)'} => {verdict}"
@@ -347,7 +350,7 @@ def execute(
                 # Do not mask the failure that ended the run; the per-process files remain.
                 log.warning("merging the history of a failed run failed: %s", exc)
     ops = load_history(history_path)
-    summary = eos_summary(ops)
+    summary = drain_tally(ops)
     stats = run_stats(ops)
     stats["seeded_seconds"] = round(workload.seed_result.seconds, 3) if workload.seed_result else 0
     (run_dir / "summary.json").write_text(
@@ -370,17 +373,22 @@ def _call_all(nemeses: list[Nemesis], method: str, ctx: RunContext) -> None:
         raise first
 
 
-def run(options: RunOptions, nemeses: list[Nemesis] | None = None) -> RunResult:
-    """One complete test on a fresh cluster whose evidence goes into the run directory."""
+def run(
+    options: RunOptions,
+    nemeses: list[Nemesis] | None = None,
+    run_dir: Path | None = None,
+    on_phase: Callable[[str], None] = lambda phase: None,
+) -> RunResult:
+    """One complete test on a fresh cluster whose evidence goes into the run directory,
+    judged by the checkers once the cluster is gone (its log dumps are part of the evidence).
+    """
     from harness.cluster import Cluster, ClusterConfig
+    from harness.verdict import judge
 
     if options.eos is None:
         raise HarnessError("no workload options")
     nemeses = build_nemeses(options) if nemeses is None else nemeses
-    store = Path(options.store)
-    run_dir = new_run_dir(store, options.test_name)
-    _link_latest(store.resolve() / "latest", run_dir)
-    _link_latest(run_dir.parent / "latest", run_dir)
+    run_dir = run_dir or start_run_dir(options)
     cluster_config = ClusterConfig(
         nodes=options.nodes,
         kafka_version=options.kafka_version,
@@ -390,7 +398,9 @@ def run(options: RunOptions, nemeses: list[Nemesis] | None = None) -> RunResult:
         network=options.network,
     )
     write_config(run_dir, options, {"cluster": _jsonable(asdict(cluster_config))})
+    on_phase("starting the cluster")
     with Cluster(cluster_config) as cluster:
+        on_phase("running")
         write_config(
             run_dir,
             options,
@@ -404,7 +414,20 @@ def run(options: RunOptions, nemeses: list[Nemesis] | None = None) -> RunResult:
                 "bootstrap": cluster.bootstrap,
             },
         )
-        return execute(cluster, options, run_dir, nemeses)
+        result = execute(cluster, options, run_dir, nemeses)
+        on_phase("stopping the cluster, dumping its logs")
+    on_phase("checking")
+    result.verdict = judge(run_dir)
+    return result
+
+
+def start_run_dir(options: RunOptions) -> Path:
+    """A new run directory, pointed at by ``<store>/latest`` and ``<store>/<test>/latest``."""
+    store = Path(options.store)
+    run_dir = new_run_dir(store, options.test_name)
+    _link_latest(store.resolve() / "latest", run_dir)
+    _link_latest(run_dir.parent / "latest", run_dir)
+    return run_dir
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -513,39 +536,41 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     return options
 
 
-def _write_report(run_dir: Path) -> None:
+def _write_report(run_dir: Path) -> Path | None:
     """The HTML report; a failure to draw it must not hide the run's outcome."""
     from harness.report import write_report
 
     try:
-        print(f"report: {write_report(run_dir)}")
+        return write_report(run_dir)
     except Exception as exc:
         log.error("writing the report of %s failed: %s", run_dir, exc)
+        return None
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """``python -m harness run``: one test, then its verdict or summary."""
+    """``python -m harness run``: one test with live progress, then the checkers' verdict
+    as a summary table and as the exit status (0 valid, 1 invalid, 2 cannot judge)."""
+    from harness.progress import LiveProgress
+    from harness.summary import print_summary
+    from harness.verdict import exit_status
+
     options = options_from_args(args)
     t0 = time.monotonic()
-    if options.workload == "queue":
-        from harness.queue_run import run_queue_test
+    run_dir = start_run_dir(options)
+    print(f"run: {run_dir} (seed {options.seed})", flush=True)
+    stats: dict[str, Any] = {}
+    tally: dict[str, Any] | None = None
+    with LiveProgress(run_dir, options.time_limit) as progress:
+        if options.workload == "queue":
+            from harness.queue_run import run_queue_test
 
-        store = Path(options.store)
-        run_dir = new_run_dir(store, options.test_name)
-        _link_latest(store.resolve() / "latest", run_dir)
-        _link_latest(run_dir.parent / "latest", run_dir)
-        result = run_queue_test(options, run_dir)
-        _write_report(run_dir)
-        verdict = "valid" if result["valid"] is True else "INVALID"
-        print(f"queue: {verdict}; anomalies: {json.dumps(result['anomalies'])}")
-        print(f"run: {run_dir} ({time.monotonic() - t0:.0f}s)")
-        return 0 if result["valid"] is True else 1
-    result = run(options)
-    _write_report(result.run_dir)
-    print(result.summary_line)
-    print(
-        f"run: {result.run_dir} ({time.monotonic() - t0:.0f}s; "
-        f"{result.stats['txns_per_s']} txn/s, {result.stats['records_per_s']} records/s"
-        f"{'' if result.drained else '; drain timed out'})"
-    )
-    return 0
+            verdict = run_queue_test(options, run_dir)
+        else:
+            result = run(options, run_dir=run_dir, on_phase=progress.set_phase)
+            verdict = result.verdict or {"valid": "unknown", "anomalies": {}}
+            stats, tally = result.stats, result.summary
+            if not result.drained:
+                stats = {**stats, "note": "the final drain timed out"}
+    report = _write_report(run_dir)
+    print_summary(verdict, run_dir, report, stats=stats, tally=tally, seconds=time.monotonic() - t0)
+    return exit_status(verdict)

@@ -9,6 +9,7 @@ the anomalies and the path of the run's HTML report.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,21 +19,33 @@ import pytest
 from harness.nemesis_run import ScheduledNemesis
 from harness.report import write_report
 from harness.runner import RunOptions, RunResult, execute
+from harness.verdict import explain, judge
 from workloads.eos_config import EosOptions, Hook
 
 pytestmark = pytest.mark.cluster
 
 
 def _eos(
+    request: pytest.FixtureRequest,
     cluster: Any,
     store: Path,
     name: str,
     *,
     nemesis: str = "none",
     time_limit: float = 30.0,
-    seed: int = 1,
     **eos: Any,
-) -> tuple[RunResult, Path]:
+) -> tuple[dict[str, Any], RunResult, Path]:
+    """Run one eos scenario on the worker's cluster and judge it with the checkers.
+
+    ``--time-limit``, ``--seed`` and ``--nemesis`` (for correct-workload scenarios) override
+    the scenario's own values, so the same suite can run longer or under other faults.
+    """
+    config = request.config
+    time_limit = config.getoption("--time-limit") or time_limit
+    seed = config.getoption("--seed")
+    seed = 1 if seed is None else seed
+    if nemesis != "none" and eos.get("variant", "eos") == "eos":
+        nemesis = config.getoption("--nemesis") or nemesis
     suffix = f"-{name}-{uuid.uuid4().hex[:6]}"
     opts: dict[str, Any] = {
         "values": 3000,
@@ -52,13 +65,14 @@ def _eos(
     run_dir = store / "scenarios" / suffix.lstrip("-")
     nemeses = [ScheduledNemesis(options)] if nemesis != "none" else []
     result = execute(cluster, options, run_dir, nemeses)
-    return result, write_report(run_dir)
+    verdict = judge(run_dir)
+    report = write_report(run_dir)
+    request.getfixturevalue("run_report")(report)
+    return verdict, result, report
 
 
-def _explain(result: RunResult, report: Path) -> str:
-    s = result.summary
-    bad = {k: s[k] for k in ("duplicates", "missing", "unexpected") if s.get(k)}
-    return f"anomalies {bad or 'none'}; drained={result.drained}; report: {report}"
+def _explain(verdict: dict[str, Any], result: RunResult, report: Path) -> str:
+    return f"{explain(verdict)}; drained={result.drained}; report: {report}"
 
 
 @pytest.mark.parametrize(
@@ -72,23 +86,32 @@ def _explain(result: RunResult, report: Path) -> str:
         ("client-cuts", "client-cut,hijack"),
     ],
 )
-def test_eos_is_exactly_once_under(kafka_cluster, harness_store, name, nemesis) -> None:  # type: ignore[no-untyped-def]
-    result, report = _eos(
-        kafka_cluster, harness_store, name, nemesis=nemesis, session_timeout_ms=6000
+def test_eos_is_exactly_once_under(
+    request, kafka_cluster, harness_store, spark, name, nemesis
+) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = _eos(
+        request, kafka_cluster, harness_store, name, nemesis=nemesis, session_timeout_ms=6000
     )
-    assert result.summary["exactly_once"], _explain(result, report)
+    assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
 @pytest.mark.slow
-def test_eos_under_all_faults(kafka_cluster, harness_store) -> None:  # type: ignore[no-untyped-def]
-    result, report = _eos(
-        kafka_cluster, harness_store, "all", nemesis="all", time_limit=60, session_timeout_ms=6000
+def test_eos_under_all_faults(request, kafka_cluster, harness_store, spark) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = _eos(
+        request,
+        kafka_cluster,
+        harness_store,
+        "all",
+        nemesis="all",
+        time_limit=60,
+        session_timeout_ms=6000,
     )
-    assert result.summary["exactly_once"], _explain(result, report)
+    assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
-def test_java_copier_transaction_version_2(kafka_cluster, harness_store) -> None:  # type: ignore[no-untyped-def]
-    result, report = _eos(
+def test_java_copier_transaction_version_2(request, kafka_cluster, harness_store, spark) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = _eos(
+        request,
         kafka_cluster,
         harness_store,
         "java",
@@ -98,45 +121,43 @@ def test_java_copier_transaction_version_2(kafka_cluster, harness_store) -> None
         processors=2,
         txn_size=100,
     )
-    assert result.summary["exactly_once"], _explain(result, report)
+    assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
 @pytest.mark.parametrize(
-    ("variant", "extra", "caught_by"),
+    ("variant", "extra", "caught_as"),
     [
         (
             "at-least-once",
             {"hooks": {0: Hook(at="after-flush", txn=2, action="kill")}},
-            "duplicates",
+            "duplicate",
         ),
         (
             "offsets-outside-txn",
             {"hooks": {0: Hook(at="after-commit", txn=2, action="kill")}},
-            "duplicates",
+            "duplicate",
         ),
-        ("read-uncommitted", {}, "unexpected"),
-        ("no-rewind", {"abort_probability": 0.3, "drain_timeout_s": 20.0}, "missing"),
+        ("read-uncommitted", {}, "aborted-read"),
+        ("no-rewind", {"abort_probability": 0.3, "drain_timeout_s": 20.0}, "lost"),
     ],
 )
-def test_broken_variant_is_caught(kafka_cluster, harness_store, variant, extra, caught_by) -> None:  # type: ignore[no-untyped-def]
-    result, report = _eos(
-        kafka_cluster, harness_store, variant, variant=variant, time_limit=15, **extra
+def test_broken_variant_is_caught(
+    request, kafka_cluster, harness_store, spark, variant, extra, caught_as
+) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = _eos(
+        request, kafka_cluster, harness_store, variant, variant=variant, time_limit=15, **extra
     )
-    assert not result.summary["exactly_once"], f"{variant} was not caught; report: {report}"
-    assert result.summary[caught_by] > 0, _explain(result, report)
+    assert verdict["valid"] is False, f"{variant} was not caught; report: {report}"
+    assert caught_as in verdict["bad_anomaly_types"], _explain(verdict, result, report)
 
 
 @pytest.mark.parametrize(
-    ("txn", "sub_via", "nemesis"),
+    ("txn", "sub_via", "kinds"),
     [(True, "assign", "pause,kill-processor"), (False, "subscribe", "client-cut")],
 )
-def test_queue_is_valid(kafka_cluster, harness_store, txn, sub_via, nemesis) -> None:  # type: ignore[no-untyped-def]
+def test_queue_is_valid(kafka_cluster, harness_store, nemesis, txn, sub_via, kinds) -> None:  # type: ignore[no-untyped-def]
     from checkers.queue import check_queue
     from history import load_history
-    from nemeses.engine import Nemesis as Engine
-    from nemeses.kinds import parse_kinds
-    from nemeses.schedule import generate
-    from nemeses.targets import FaultContext
     from workloads.queue import QueueOptions, run_queue
 
     suffix = uuid.uuid4().hex[:6]
@@ -150,20 +171,15 @@ def test_queue_is_valid(kafka_cluster, harness_store, txn, sub_via, nemesis) -> 
             "clients": 3,
         }
     )
-    schedule = generate(parse_kinds(nemesis), seed=2, time_limit=20, interval=4, duration=5)
-    engines: list[Engine] = []
+    with contextlib.ExitStack() as faults:
 
-    def during(workload: Any) -> None:
-        engine = Engine(FaultContext(kafka_cluster, workload), schedule)
-        engines.append(engine)
-        engine.start()
+        def during(workload: Any) -> None:
+            faults.enter_context(
+                nemesis(kinds, time_limit=20, seed=2, interval=4, duration=5, clients=workload)
+            )
 
-    try:
         history = run_queue(
             kafka_cluster, harness_store / "scenarios" / f"queue-{suffix}", opts, during=during
         )
-    finally:
-        for engine in engines:
-            engine.stop()
     result = check_queue(load_history(history), sub_via=sub_via)
     assert result["valid"] is True, f"anomalies {result['bad_anomaly_types']}; {history}"

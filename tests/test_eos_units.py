@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from harness.errors import HarnessError
-from harness.runner import eos_summary, run_stats
+from harness.runner import drain_tally, run_stats
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig, input_of, transform
 from workloads.eos_final import parse_table
 from workloads.eos_kafka import parse_group_metadata
@@ -138,12 +138,12 @@ def test_summary_counts_duplicates_missing_and_unexpected() -> None:
         _read([_rec(0, "v0", 0, 0), _rec(1, "v0", 0, 0), _rec(2, "v1", 0, 1)]),
         _read([_rec(0, "x9", 0, 5)]),
     ]
-    s = eos_summary(ops)
+    s = drain_tally(ops)
     assert s["seeded"] == 3 and s["committed_outputs"] == 4
     assert s["distinct_inputs"] == 2 and s["duplicates"] == 1
     assert s["missing"] == 1 and s["unexpected"] == 1
     assert not s["exactly_once"]
-    good = eos_summary([ops[0], _read([_rec(i, f"v{i}", 0, i) for i in range(3)])])
+    good = drain_tally([ops[0], _read([_rec(i, f"v{i}", 0, i) for i in range(3)])])
     assert good["exactly_once"]
 
 

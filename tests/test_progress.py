@@ -1,0 +1,51 @@
+"""The live progress display folds the growing per-process history files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.progress import RunWatcher
+
+
+def _append(path: Path, *ops: dict, partial: str = "") -> None:
+    with path.open("a") as f:
+        for op in ops:
+            f.write(json.dumps(op) + "\n")
+        f.write(partial)
+
+
+def test_faults_processes_and_ops_follow_the_history(tmp_path: Path) -> None:
+    procs = tmp_path / "processes"
+    procs.mkdir()
+    sup, nem, p0 = procs / "supervisor.jsonl", procs / "nemesis.jsonl", procs / "0.jsonl"
+    _append(sup, {"history_format": 1, "kind": "process"})
+    _append(
+        sup,
+        {"process": "supervisor", "type": "ok", "f": "spawn", "value": {"pid": 11}},
+        {"process": "supervisor", "type": "ok", "f": "spawn", "value": {"pid": 12}},
+    )
+    start = {"kind": "pause", "targets": [1], "planned_at": 3.0}
+    _append(nem, {"process": "nemesis", "type": "ok", "f": "start", "value": start})
+    _append(
+        p0,
+        {"process": 0, "type": "invoke", "f": "txn", "value": {}},
+        {"process": 0, "type": "ok", "f": "txn", "value": {}},
+        partial='{"process": 0, "type": "ok"',  # a line still being written
+    )
+    w = RunWatcher(tmp_path, time_limit=60)
+    s = w.poll()
+    assert (s.alive, s.spawned, s.ops) == (2, 2, 4)  # completions only
+    assert s.faults == ["pause [1]"]
+
+    _append(p0, partial=', "f": "txn", "value": {}}\n')  # the partial line completes
+    _append(
+        sup,
+        {"process": "supervisor", "type": "ok", "f": "processor-exit", "value": {"pid": 11}},
+    )
+    stop = {"kind": "pause", "targets": [1], "state": "R"}
+    _append(nem, {"process": "nemesis", "type": "ok", "f": "stop", "value": stop})
+    s = w.poll()
+    assert (s.alive, s.spawned, s.ops) == (1, 2, 7)
+    assert s.faults == []
+    assert "faults: none" in s.line()
