@@ -4,7 +4,8 @@
 #   ./bootstrap.sh [RUN OPTIONS] install, then run the main job (cluster + workload + faults)
 #   ./bootstrap.sh --setup-only install only (what CI uses before running the tests)
 #
-# Installs: iptables (Debian package, for partitions inside node namespaces), a Python
+# Installs: iptables (Debian package, for partitions inside node namespaces), chromium and
+# chromium-driver (Debian packages, for the report tests), a Python
 # virtualenv in .venv with the project and its test extras, Apache Kafka's jars (Maven, from
 # Maven Central) and toxiproxy's server (Go module) into ~/.cache/kafka-harness.
 set -euo pipefail
@@ -21,12 +22,18 @@ if [ "$(id -u)" = 0 ] && ! command -v iptables >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables) >/dev/null
 fi
 
+# Headless Chromium opens the HTML reports in the tests (harness/report/browser.py).
+if [ "$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+  echo "== installing chromium and chromium-driver (Debian packages)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
   python3 -m venv .venv
 fi
 echo "== installing the project into .venv"
-.venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark,docker]'
 
 echo "== installing Kafka and toxiproxy"
 .venv/bin/python -m harness install

@@ -25,7 +25,8 @@ log = logging.getLogger("harness.queue")
 def run_queue_test(options: RunOptions, run_dir: Path) -> dict[str, Any]:
     """Run one queue test in ``run_dir``; returns the checker's result (also results.json)."""
     from checkers.queue import check_queue
-    from harness.cluster import Cluster, ClusterConfig
+    from harness.backends import open_cluster
+    from harness.cluster import ClusterConfig
     from harness.nemesis_run import plan
     from history import load_history
     from nemeses.engine import Nemesis as Engine
@@ -44,7 +45,7 @@ def run_queue_test(options: RunOptions, run_dir: Path) -> dict[str, Any]:
     )
     engine: Engine | None = None
     recorder: Any = None
-    with Cluster(cfg) as cluster:
+    with open_cluster(cfg, options.backend) as cluster:
         (run_dir / "config.json").write_text(
             json.dumps(
                 {

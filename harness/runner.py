@@ -65,6 +65,8 @@ class RunOptions:
     eos: EosOptions | None = None
     #: Options of the queue workload (``workloads.queue.QueueOptions`` fields).
     queue: dict[str, Any] | None = None
+    #: Where brokers run: ``process`` (JVMs here), ``docker`` or ``auto`` (harness.backends).
+    backend: str = "auto"
 
     @property
     def test_name(self) -> str:
@@ -382,7 +384,8 @@ def run(
     """One complete test on a fresh cluster whose evidence goes into the run directory,
     judged by the checkers once the cluster is gone (its log dumps are part of the evidence).
     """
-    from harness.cluster import Cluster, ClusterConfig
+    from harness.backends import open_cluster
+    from harness.cluster import ClusterConfig
     from harness.verdict import judge
 
     if options.eos is None:
@@ -399,7 +402,7 @@ def run(
     )
     write_config(run_dir, options, {"cluster": _jsonable(asdict(cluster_config))})
     on_phase("starting the cluster")
-    with Cluster(cluster_config) as cluster:
+    with open_cluster(cluster_config, options.backend) as cluster:
         on_phase("running")
         write_config(
             run_dir,
@@ -473,6 +476,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transaction-timeout-ms", type=int, default=10000)
     p.add_argument("--session-timeout-ms", type=int, default=10000)
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+    from harness.backends import add_backend_argument
+
+    add_backend_argument(p)
     p.add_argument(
         "--sub-via",
         choices=["assign", "subscribe"],
@@ -527,6 +533,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         nemesis_duration=args.nemesis_duration,
         replay=Path(args.replay) if args.replay else None,
         eos=eos,
+        backend=args.backend,
     )
     if args.workload == "queue":
         from harness.queue_run import queue_options_from_args

@@ -130,7 +130,10 @@ class Processor:
         self.zombie_requested = True
 
     def _hook(self, point: str) -> None:
-        if self.zombie_requested and point == "before-offsets":
+        # The zombie stops where a GC pause hurts most: after its outputs are produced and
+        # before the first commit step (offsets in the transaction; for variants without that
+        # step, the commit itself).
+        if self.zombie_requested and point in ("before-offsets", "before-commit"):
             self.zombie_requested = False
             warn(f"instance {self.cfg.instance}: pausing itself before offsets (zombie)")
             os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sends SIGCONT

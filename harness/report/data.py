@@ -40,9 +40,10 @@ class RunData:
     txn_latency: list[tuple[float, float, str]] = field(default_factory=list)
     committed: list[tuple[float, int]] = field(default_factory=list)
     seeded: list[tuple[float, int]] = field(default_factory=list)
-    rebalances: list[tuple[float, str]] = field(default_factory=list)
+    rebalances: list[tuple[float, str, str, Any]] = field(default_factory=list)
     journeys: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     op_count: int = 0
+    unfinished: list[tuple[float, str, int]] = field(default_factory=list)
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -53,27 +54,41 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
-    """Input values named by the checkers' examples (``values`` or ``value`` keys)."""
-    out: set[str] = set()
+    """Input values named by the checkers' examples (their ``value`` / ``values`` keys), at
+    most ``limit``, taken in turn from each checker so that every anomaly type gets some.
 
-    def walk(node: Any) -> None:
-        if len(out) >= limit:
-            return
+    The ops and records an example carries as context are not walked: they name every value
+    of a transaction, most of them innocent.
+    """
+
+    def walk(node: Any, out: dict[str, None]) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
-                if k in ("value", "values", "input", "inputs") and isinstance(v, str):
-                    out.add(v)
-                elif k in ("values",) and isinstance(v, list):
-                    out.update(x for x in v if isinstance(x, str))
-                else:
-                    walk(v)
+                if k in ("value", "values") and isinstance(v, str):
+                    out[v] = None
+                elif k == "values" and isinstance(v, list):
+                    out.update((x, None) for x in v if isinstance(x, str))
+                elif k not in ("ops", "records"):
+                    walk(v, out)
         elif isinstance(node, list):
             for item in node:
-                walk(item)
+                walk(item, out)
 
-    if results:
-        walk(results.get("checkers", results.get("examples", {})))
-    return set(sorted(out)[:limit])
+    if not results:
+        return set()
+    root = results.get("checkers", results.get("examples", {}))
+    parts = list(root.values()) if isinstance(root, dict) else [root]
+    per_part: list[list[str]] = []
+    for part in parts:
+        found: dict[str, None] = {}
+        walk(part, found)
+        per_part.append(list(found))
+    chosen: set[str] = set()
+    for i in range(max((len(p) for p in per_part), default=0)):
+        for values in per_part:
+            if i < len(values) and len(chosen) < limit:
+                chosen.add(values[i])
+    return chosen
 
 
 def _values_in(op: dict[str, Any]) -> list[str]:
@@ -127,7 +142,7 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
             if wanted:
                 vals = set(_values_in(inv)) | set(_values_in(op))
                 for v in vals & wanted:
-                    data.journeys.setdefault(v, []).append(_step(inv, op, t, data.t0))
+                    data.journeys.setdefault(v, []).append(_step(v, inv, op, data.t0))
         if proc == "nemesis" and kind == "ok":
             value = op.get("value") or {}
             if f == "start":
@@ -143,20 +158,74 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         elif f == "send" and kind == "ok" and proc == "seeder":
             data.seeded.append((t, len((op.get("value") or {}).get("values") or [])))
         elif f == "rebalance" and kind == "ok":
-            data.rebalances.append((t, str((op.get("value") or {}).get("event", ""))))
+            value = op.get("value") or {}
+            data.rebalances.append((t, str(value.get("event", "")), proc, value.get("generation")))
+    # Invokes never completed: the process was killed (or hung) inside the op. What it did
+    # may still have reached Kafka, so these ops belong on the timeline and in journeys.
+    for _started, inv in invokes.values():
+        t = (inv["time"] - data.t0) / 1e9
+        data.unfinished.append((t, str(inv["process"]), inv.get("index", 0)))
+        for v in set(_values_in(inv)) & wanted:
+            data.journeys.setdefault(v, []).append(_step(v, inv, None, data.t0))
     for fault in data.faults:
         if fault.end is None:
             fault.end = data.span
     return data
 
 
-def _step(inv: dict[str, Any], op: dict[str, Any], t: float, t0: int) -> dict[str, Any]:
+def _step(value: str, inv: dict[str, Any], op: dict[str, Any] | None, t0: int) -> dict[str, Any]:
+    """One row of a value's journey: when, who, and what happened to that value."""
     return {
-        "t": round(t, 3),
-        "process": op["process"],
-        "f": op["f"],
-        "type": op["type"],
+        "t": round((inv["time"] - t0) / 1e9, 3),
+        "t_end": round((op["time"] - t0) / 1e9, 3) if op else None,
+        "process": inv["process"],
+        "f": inv["f"],
+        "type": op["type"] if op else "never completed",
+        "what": describe(value, inv, op),
         "invoke": inv.get("value"),
-        "result": op.get("value"),
-        "error": op.get("error"),
+        "result": op.get("value") if op else None,
+        "error": op.get("error") if op else None,
     }
+
+
+def describe(value: str, inv: dict[str, Any], op: dict[str, Any] | None) -> str:
+    """What an op did to ``value``, in words: where it was seeded, which transaction read it
+    and where its output went, where the final read found it. Other ops: their error."""
+    iv = inv.get("value") if isinstance(inv.get("value"), dict) else {}
+    ov = op.get("value") if op and isinstance(op.get("value"), dict) else {}
+    out = f"out-{value}"
+    parts: list[str] = []
+    if inv["f"] == "send":
+        for item in ov.get("values") or iv.get("values") or []:
+            if isinstance(item, list) and item and item[0] == value:
+                where = f"partition {item[1]}" if len(item) > 1 else "?"
+                offset = item[2] if len(item) > 2 else None
+                parts.append(
+                    f"seeded to input {where}" + (f" @ {offset}" if offset is not None else "")
+                )
+    elif inv["f"] == "txn":
+        for item in iv.get("inputs") or []:
+            if isinstance(item, list) and len(item) > 2 and item[2] == value:
+                parts.append(f"input {item[0]}@{item[1]} in txn {iv.get('txn')}")
+        parts.append(
+            f"transactional id {iv.get('transactional_id') or '-'}, "
+            f"generation {iv.get('generation')}"
+        )
+        for item in ov.get("outputs") or []:
+            if isinstance(item, list) and len(item) > 2 and item[2] == out:
+                parts.append(f"wrote {out} to output {item[0]}@{item[1]}")
+    elif inv["f"] == "read":
+        for rec in ov.get("records") or []:
+            if isinstance(rec, list) and len(rec) > 2 and rec[2] == out:
+                h = rec[3] if len(rec) > 3 and isinstance(rec[3], dict) else {}
+                parts.append(
+                    f"{ov.get('isolation', iv.get('isolation', ''))} read found {out} at output "
+                    f"{ov.get('partition', iv.get('partition'))}@{rec[0]} (written by instance "
+                    f"{h.get('instance', '?')}, generation {h.get('generation', '?')}, txn "
+                    f"{h.get('txn-seq', '?')}, transactional id {h.get('transactional-id') or '-'})"
+                )
+    if op is None:
+        parts.append("the process never completed this op (killed or stopped inside it)")
+    elif op.get("error"):
+        parts.append(f"error: {op.get('error')}")
+    return "; ".join(parts) or json.dumps(iv, default=str)[:300]

@@ -37,12 +37,18 @@ def fault_colors(data: RunData) -> dict[str, str]:
 
 
 def _shade(ax: plt.Axes, data: RunData, legend: bool = False) -> None:
+    """A band per fault; an instantaneous one (a kill) gets a minimum width and an edge line,
+    or it would be thinner than a pixel."""
     colors = fault_colors(data)
     seen: set[str] = set()
+    least = max(data.span, 1.0) / 250
     for f in data.faults:
         label = f.kind if legend and f.kind not in seen else None
         seen.add(f.kind)
-        ax.axvspan(f.start, f.end or data.span, color=colors[f.kind], alpha=0.6, lw=0, label=label)
+        end = max(f.end if f.end is not None else data.span, f.start + least)
+        ax.axvspan(f.start, end, color=colors[f.kind], alpha=0.6, lw=0, label=label)
+        if end - f.start <= least * 1.01:
+            ax.axvline(f.start, color=colors[f.kind], lw=1.5)
 
 
 def timeline(data: RunData, flagged: set[int]) -> str:
@@ -51,13 +57,16 @@ def timeline(data: RunData, flagged: set[int]) -> str:
     _shade(ax, data, legend=True)
     for row, proc in enumerate(procs):
         ops = [o for o in data.processes[proc] if o[1] != "invoke"]
-        keep = [o for o in ops if o[2] in flagged]
+        keep = [o for o in data.processes[proc] if o[2] in flagged]
         step = max(1, len(ops) // MAX_POINTS_PER_PROCESS)
         sample = ops[::step] + keep
         for kind in ("ok", "info", "fail"):
             xs = [o[0] for o in sample if o[1] == kind]
             if xs:
                 ax.scatter(xs, [row] * len(xs), s=6, color=COLORS[kind], marker="|")
+        lost = [o[0] for o in data.unfinished if o[1] == proc]
+        if lost:
+            ax.scatter(lost, [row] * len(lost), s=40, color=COLORS["fail"], marker="x")
         if keep:
             ax.scatter(
                 [o[0] for o in keep],
@@ -70,7 +79,10 @@ def timeline(data: RunData, flagged: set[int]) -> str:
     ax.set_yticks(range(len(procs)), procs)
     ax.set_xlabel("seconds since the first op")
     ax.set_xlim(0, max(data.span, 1))
-    ax.set_title("operations per process (green ok, orange info, red fail; circled: flagged)")
+    ax.set_title(
+        "operations per process (green ok, orange info, red fail, red x: never completed; "
+        "circled: flagged by a checker)"
+    )
     if data.faults:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="faults")
     return _png(fig)
@@ -85,7 +97,7 @@ def throughput_latency(data: RunData) -> str:
     _shade(ax1, data)
     ax1.plot(range(span), [committed.get(s, 0) for s in range(span)], color="#1565c0", lw=1)
     ax1.set_ylabel("records/s\ncommitted")
-    for t, event in data.rebalances:
+    for t, event, _proc, _gen in data.rebalances:
         ax1.axvline(t, color="#6a1b9a" if event == "assign" else "#9e9e9e", lw=0.5, alpha=0.6)
     _shade(ax2, data)
     for kind in ("ok", "info", "fail"):
@@ -110,7 +122,8 @@ def throughput_latency(data: RunData) -> str:
         backlog.append((t, seeded - committed_total))
     if backlog:
         ax3.plot([b[0] for b in backlog], [b[1] for b in backlog], color="#37474f", lw=1)
-    ax3.set_ylabel("backlog (seeded -\ncommitted records)")
+    ax3.set_ylabel("consumer lag\n(seeded - committed)")
+    ax3.set_xlim(0, max(data.span, 1))  # shared x: the same seconds as the timeline
     ax3.set_xlabel("seconds since the first op (vertical lines: rebalances)")
-    ax1.set_title("throughput, transaction latency and consumer backlog, with fault bands")
+    ax1.set_title("throughput, transaction latency and consumer lag, with fault bands")
     return _png(fig)

@@ -9,8 +9,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from harness.report.data import RunData, load_run
-from harness.report.plots import throughput_latency, timeline
+from harness.report.data import RunData, flagged_values, load_run
+from harness.report.plots import fault_colors, throughput_latency, timeline
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_EXAMPLES = 5
@@ -28,6 +28,11 @@ def repro_command(data: RunData) -> str:
         ("--partitions", eos.get("partitions")),
         ("--values", eos.get("values")),
         ("--txn-size", eos.get("txn_size")),
+        ("--commit-interval-ms", eos.get("commit_interval_ms")),
+        ("--abort-probability", eos.get("abort_probability")),
+        ("--txn-id-strategy", eos.get("txn_id_strategy")),
+        ("--transaction-timeout-ms", eos.get("transaction_timeout_ms")),
+        ("--session-timeout-ms", eos.get("session_timeout_ms")),
         ("--time-limit", opts.get("time_limit")),
         ("--seed", opts.get("seed")),
         ("--kafka-version", opts.get("kafka_version")),
@@ -35,8 +40,11 @@ def repro_command(data: RunData) -> str:
     ):
         if value is not None:
             args += [flag, str(value)]
+    nemesis = opts.get("nemesis")
     if (data.run_dir / "schedule.json").exists():
-        args += ["--replay", str(data.run_dir / "schedule.json")]
+        args += ["--replay", str(data.run_dir.resolve() / "schedule.json")]
+    elif nemesis and nemesis not in ("none", ["none"]):
+        args += ["--nemesis", ",".join(nemesis) if isinstance(nemesis, list) else str(nemesis)]
     return shlex.join(args)
 
 
@@ -54,7 +62,16 @@ def _verdict(data: RunData) -> tuple[str, str]:
     return "unknown", "no verdict"
 
 
+def _count(r: dict[str, Any]) -> int:
+    """Anomalies a checker found: eos checkers say ``count``, the others ``anomalies``."""
+    if isinstance(r.get("count"), int):
+        return r["count"]
+    anomalies = r.get("anomalies")
+    return sum(v for v in anomalies.values() if isinstance(v, int)) if anomalies else 0
+
+
 def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """One row per checker: its verdict, anomaly count and counts per anomaly type."""
     if not results:
         return []
     checkers = results.get("checkers") or {"checker": results}
@@ -64,24 +81,70 @@ def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]
             continue
         v = r.get("valid")
         cls = "valid" if v is True else "invalid" if v is False else "unknown"
-        out.append((name, {"valid": v, "cls": cls, "anomalies": r.get("anomalies", {})}))
+        out.append(
+            (
+                name,
+                {
+                    "valid": {"valid": "valid", "invalid": "INVALID"}.get(cls, "unknown"),
+                    "cls": cls,
+                    "count": _count(r),
+                    "anomalies": r.get("anomalies") or {},
+                    "error": r.get("error", ""),
+                },
+            )
+        )
     return out
 
 
-def _anomalies(results: dict[str, Any] | None) -> list[tuple[str, list[str]]]:
+def _examples_of(src: dict[str, Any], name: str) -> dict[str, list[Any]]:
+    """Examples keyed by anomaly type: the queue checker keeps ``{type: [..]}``, an eos
+    checker a plain list (its type is the checker's name)."""
+    ex = src.get("examples")
+    if isinstance(ex, dict):
+        return {k: v for k, v in ex.items() if isinstance(v, list)}
+    if isinstance(ex, list) and ex:
+        return {name: ex}
+    return {}
+
+
+def _anomalies(results: dict[str, Any] | None) -> list[tuple[str, int, list[dict[str, Any]]]]:
+    """Per anomaly type: how many were found, and the first examples, each with the values
+    it names (linked to their journeys) and its JSON."""
     if not results:
         return []
     merged: dict[str, list[Any]] = {}
-    sources = [results] + [
-        c for c in (results.get("checkers") or {}).values() if isinstance(c, dict)
+    counts: dict[str, int] = {}
+    sources = [("checker", results)] + [
+        (n, c) for n, c in (results.get("checkers") or {}).items() if isinstance(c, dict)
     ]
-    for src in sources:
-        for kind, examples in (src.get("examples") or {}).items():
-            merged.setdefault(kind, []).extend(examples if isinstance(examples, list) else [])
-    return [
-        (kind, [json.dumps(e, indent=1, default=str)[:4000] for e in exs[:MAX_EXAMPLES]])
-        for kind, exs in sorted(merged.items())
-    ]
+    for name, src in sources:
+        for kind, examples in _examples_of(src, name).items():
+            merged.setdefault(kind, []).extend(examples)
+        if src is not results:
+            for kind, n in (src.get("anomalies") or {}).items():
+                counts[kind] = max(counts.get(kind, 0), n if isinstance(n, int) else 0)
+            if isinstance(src.get("count"), int):
+                counts[name] = max(counts.get(name, 0), src["count"])
+    out = []
+    for kind, exs in sorted(merged.items()):
+        shown = [
+            {
+                "values": sorted(flagged_values({"examples": [e]}, 50)),
+                "brief": _brief(e),
+                "json": json.dumps(e, indent=1, default=str)[:4000],
+            }
+            for e in exs[:MAX_EXAMPLES]
+        ]
+        out.append((kind, counts.get(kind, len(exs)), shown))
+    return out
+
+
+def _brief(example: Any) -> str:
+    """An example's own fields in one line (its ops and records are context, shown below)."""
+    if not isinstance(example, dict):
+        return json.dumps(example, default=str)[:200]
+    keep = {k: v for k, v in example.items() if k not in ("ops", "records", "values")}
+    return json.dumps(keep, default=str)[:200] if keep else ""
 
 
 def _flagged_indexes(results: dict[str, Any] | None) -> set[int]:
@@ -101,22 +164,65 @@ def _flagged_indexes(results: dict[str, Any] | None) -> set[int]:
     return found
 
 
+def _active(data: RunData, t: float, until: float | None = None) -> list[str]:
+    """Faults in effect at any moment of ``[t, until]`` (seconds since the first op), as
+    ``kind->targets``."""
+    end = t if until is None else until
+    return [
+        f"{f.kind}->{f.targets}"
+        for f in data.faults
+        if f.start <= end and t <= (f.end if f.end is not None else data.span)
+    ]
+
+
 def _journeys(data: RunData) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every op that touched a flagged value, in time order, with the faults active while it
+    ran."""
     out = []
     for value, steps in sorted(data.journeys.items()):
         rows = []
         for s in sorted(steps, key=lambda s: s["t"]):
-            active = [
-                f"{f.kind}->{f.targets}"
-                for f in data.faults
-                if f.start <= s["t"] <= (f.end or data.span)
-            ]
+            # An op that never completed: the faults at its start (its end is unknown).
+            until = s["t_end"] if s["t_end"] is not None else s["t"]
             detail = {"invoke": s["invoke"], "result": s["result"], "error": s["error"]}
             rows.append(
-                {**s, "faults": ", ".join(active), "detail": json.dumps(detail, default=str)[:600]}
+                {
+                    **s,
+                    "faults": ", ".join(_active(data, s["t"], until)),
+                    "detail": json.dumps(detail, default=str)[:2000],
+                }
             )
         out.append((value, rows))
     return out
+
+
+def _links(run_dir: Path) -> list[tuple[str, str]]:
+    """The run's raw evidence, relative to the report so the store can be moved or served."""
+    fixed = [
+        ("merged history (history.jsonl)", "history.jsonl"),
+        ("checker results (results.json)", "results.json"),
+        ("final drain summary (summary.json)", "summary.json"),
+        ("fault schedule (schedule.json)", "schedule.json"),
+        ("run configuration (config.json)", "config.json"),
+        ("broker log-segment dumps (evidence/logdump.jsonl)", "evidence/logdump.jsonl"),
+        ("toxiproxy log", "toxiproxy.log"),
+    ]
+    globs = [
+        ("broker {} server.log", "nodes/*/server.log"),
+        ("processor log {}", "logs/*"),
+        ("per-process history {}", "processes/*.jsonl"),
+    ]
+    links = [(label, href) for label, href in fixed if (run_dir / href).exists()]
+    for label, pattern in globs:
+        for path in sorted(run_dir.glob(pattern)):
+            name = path.parent.name if "{}" in label and "nodes" in pattern else path.name
+            links.append((label.format(name), str(path.relative_to(run_dir))))
+    return links
+
+
+def _time(data: RunData) -> str:
+    c = data.config
+    return str(c.get("written_wall") or (data.results or {}).get("written_wall") or "")
 
 
 def write_report(run_dir: Path) -> Path:
@@ -126,40 +232,57 @@ def write_report(run_dir: Path) -> Path:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape())
     cls, text = _verdict(data)
     opts = data.config.get("options", data.config)
-    links = [
-        (label, href)
-        for label, href in [
-            ("merged history (history.jsonl)", "history.jsonl"),
-            ("checker results (results.json)", "results.json"),
-            ("fault schedule (schedule.json)", "schedule.json"),
-            ("run configuration (config.json)", "config.json"),
-            ("broker log-segment dumps (evidence/logdump.jsonl)", "evidence/logdump.jsonl"),
-        ]
-        if (run_dir / href).exists()
-    ] + [
-        (f"broker {p.parent.name} server.log", str(p.relative_to(run_dir)))
-        for p in sorted(run_dir.glob("nodes/*/server.log"))
+    nemesis = opts.get("nemesis", "none")
+    colors = fault_colors(data)
+    faults = [
+        {
+            "kind": f.kind,
+            "start": round(f.start, 2),
+            "end": round(f.end, 2) if f.end is not None else None,
+            "targets": f.targets,
+            "why": f.why,
+            "color": colors[f.kind],
+        }
+        for f in data.faults
     ]
     html = env.get_template("report.html.j2").render(
         name=opts.get("test_name", run_dir.parent.name),
         verdict_class=cls,
         verdict_text=text,
-        run_id=data.config.get("run_id", ""),
-        kafka_version=data.config.get("kafka_version_resolved", opts.get("kafka_version")),
+        run_id=data.config.get("run_id") or data.config.get("cluster_run_id", ""),
+        run_time=_time(data),
+        kafka_version=data.config.get("kafka_version_resolved") or opts.get("kafka_version"),
+        transaction_version=opts.get("transaction_version"),
         client=(opts.get("eos") or {}).get("client", "python"),
+        variant=(opts.get("eos") or {}).get("variant", ""),
         seed=opts.get("seed"),
-        nemesis=opts.get("nemesis", "none"),
+        nemesis=",".join(nemesis) if isinstance(nemesis, list) else nemesis,
         op_count=data.op_count,
         span=data.span,
         repro=repro_command(data),
+        hooks=(opts.get("eos") or {}).get("hooks"),
+        config_json=json.dumps(data.config, indent=1, default=str),
         checkers=_checkers(data.results),
-        summary=json.dumps((data.summary or {}).get("summary")) if data.summary else "",
+        errors=(data.results or {}).get("errors") or {},
+        summary=(data.summary or {}).get("summary"),
+        stats=(data.summary or {}).get("stats"),
         anomalies=_anomalies(data.results),
         journeys=_journeys(data),
         timeline_png=timeline(data, _flagged_indexes(data.results)),
         throughput_png=throughput_latency(data),
-        faults=(data.schedule or {}).get("executed", []),
-        links=links,
+        faults=faults,
+        fault_kinds=sorted(colors.items()),
+        rebalances=[
+            {
+                "t": round(t, 2),
+                "event": e,
+                "process": p,
+                "generation": g,
+                "faults": _active(data, t),
+            }
+            for t, e, p, g in data.rebalances
+        ],
+        links=_links(run_dir),
     )
     out = run_dir / "report.html"
     out.write_text(html)
