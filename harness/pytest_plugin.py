@@ -81,6 +81,7 @@ def healthy_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
             kafka_cluster.start_node(node.node_id)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist may be absent or disabled
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` without oversubscription: every worker runs a 3-JVM cluster plus clients,
     so at most one worker per core and per 6 GiB of memory."""
