@@ -32,11 +32,12 @@ def summary_table(verdict: dict[str, Any]) -> Table:
         if res.get("valid") == "unknown":
             found = str(res.get("error", "could not run"))
         table.add_row(name, _mark(res.get("valid")), found)
-    for part, checks in (verdict.get("liveness") or {}).items():
-        for name, res in checks.items() if isinstance(checks, dict) else []:
-            if isinstance(res, dict) and "valid" in res:
-                note = "" if res["valid"] else "the pipeline did not finish its input"
-                table.add_row(f"{part}/{name} (liveness)", _mark(res["valid"]), note or "-")
+    for part, res in (verdict.get("liveness") or {}).items():
+        if isinstance(res, dict) and "valid" in res:
+            note = "-"
+            if res["valid"] is False:
+                note = f"drain {res.get('drain')}; {res.get('unconsumed', '?')} seeded not consumed"
+            table.add_row(f"progress ({part}, liveness)", _mark(res["valid"]), note)
     return table
 
 

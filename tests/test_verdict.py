@@ -16,7 +16,7 @@ def _eos_part(**counts: int) -> dict:
         "valid": not anomalies,
         "anomalies": anomalies,
         "checkers": checks,
-        "liveness": {"progress": {"valid": True}},
+        "liveness": {"valid": True, "drain": "ok", "unconsumed": 0},
     }
 
 
@@ -38,7 +38,7 @@ def test_clean_parts_are_valid() -> None:
     merged = _merge_verdicts({"log_evidence": _evidence_part({}), "eos": _eos_part()})
     assert merged["valid"] is True
     assert merged["bad_anomaly_types"] == []
-    assert merged["liveness"]["eos"]["progress"]["valid"] is True
+    assert merged["liveness"]["eos"]["valid"] is True
     assert exit_status(merged) == EXIT_VALID
 
 
@@ -70,3 +70,18 @@ def test_a_check_that_could_not_run_is_unknown_not_valid() -> None:
     assert merged["valid"] == "unknown"
     assert exit_status(merged) == EXIT_UNKNOWN
     assert "Spark died" in explain(merged)
+
+
+def test_summary_table_names_the_invalid_checkers() -> None:
+    import io
+
+    from rich.console import Console
+
+    from harness.summary import summary_table
+
+    merged = _merge_verdicts({"eos": _eos_part(duplicate=3)})
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(summary_table(merged))
+    text = out.getvalue()
+    assert "duplicate x3" in text and "INVALID" in text
+    assert "progress (eos, liveness)" in text
