@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import json
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -120,11 +121,12 @@ def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed:
             execute(cluster, options, run_dir, nemeses)
             verdict = judge(run_dir)
     except Exception as e:  # one failed run must not end the campaign
+        where = traceback.extract_tb(e.__traceback__)[-1]
         return {
             "variant": variant,
             "seed": seed,
             "valid": "unknown",
-            "error": f"{type(e).__name__}: {e}",
+            "error": f"{type(e).__name__}: {e} ({Path(where.filename).name}:{where.lineno})",
             "seconds": round(time.monotonic() - t0, 1),
         }
     return {

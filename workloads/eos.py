@@ -390,8 +390,16 @@ class EosWorkload:
         last: dict[tuple[str, int], int] = {}
 
         def drained() -> bool:
+            from confluent_kafka import KafkaException
+
+            try:
+                offsets = eos_final.group_offsets(self.cluster, o.group_id)
+            except (KafkaException, TimeoutError) as exc:
+                # A coordinator moving after a fault: ask again until the drain's deadline.
+                log.info("drain: group offsets not available yet: %s", exc)
+                return False
             last.clear()
-            last.update(eos_final.group_offsets(self.cluster, o.group_id))
+            last.update(offsets)
             return all(last.get((o.input_topic, p), -1) >= end for p, end in ends.items())
 
         value: dict[str, Any] = {"group": o.group_id, "topic": o.input_topic, "targets": targets}

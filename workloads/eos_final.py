@@ -169,6 +169,15 @@ def record_group_offsets(rec: Recorder, cluster: Cluster, group: str) -> None:
     except KafkaException as exc:
         rec.fail("group-offsets", {"group": group}, error_info(exc, "group-offsets"))
         return
+    except TimeoutError:
+        # No answer in time: the offsets are unknown, not absent (checkers then use the
+        # drain's last observation).
+        rec.info(
+            "group-offsets",
+            {"group": group},
+            {"code": "TIMED_OUT", "message": "no answer within 30 s"},
+        )
+        return
     offsets = sorted([tp.topic, tp.partition, tp.offset] for tp in got.topic_partitions)
     rec.ok("group-offsets", {"group": group, "offsets": offsets})
 
