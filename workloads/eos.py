@@ -266,15 +266,16 @@ class EosWorkload:
 
     def wait_stable(self, timeout: float = 60.0) -> None:
         """Wait until the group is Stable with one member per slot: the pipeline is ready."""
-        from confluent_kafka import ConsumerGroupState
 
         group = self.options.group_id
         want = self.options.processors
 
         def stable() -> bool:
-            desc = self.cluster.admin().describe_consumer_groups([group], request_timeout=5)
-            got = desc[group].result(timeout=10)
-            return got.state == ConsumerGroupState.STABLE and len(got.members) == want
+            try:
+                state, members = eos_final.group_state(self.cluster, group)
+            except eos_final.ReaderCrashed:
+                return False
+            return state == "STABLE" and members == want
 
         wait_for(stable, timeout=timeout, what=f"group {group} stable with {want} members")
 
@@ -390,11 +391,9 @@ class EosWorkload:
         last: dict[tuple[str, int], int] = {}
 
         def drained() -> bool:
-            from confluent_kafka import KafkaException
-
             try:
                 offsets = eos_final.group_offsets(self.cluster, o.group_id)
-            except (KafkaException, TimeoutError) as exc:
+            except eos_final.ReaderCrashed as exc:
                 # A coordinator moving after a fault: ask again until the drain's deadline.
                 log.info("drain: group offsets not available yet: %s", exc)
                 return False
