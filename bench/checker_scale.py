@@ -1,16 +1,23 @@
-"""How the broker-log checks scale: Spark (``local[2]``) against the pure-Python reference.
+"""How the checkers scale: Spark (``local[2]``) against the single-process Python reference.
 
-    .venv/bin/python bench/checker_scale.py [--sizes 1000000,10000000] [--impl spark,python]
-                                            [--dir DIR] [--keep]
+    .venv/bin/python bench/checker_scale.py [--mode eos|logdump] [--sizes 1000000,10000000]
+        [--impl spark,python] [--dir DIR] [--keep] [--json FILE]
+        [--py-mem-gb 12] [--py-timeout SECONDS]
 
-For each size a synthetic, valid log dump (three replicas, transactional producers writing
-TV2-style transactions, a transaction log) is streamed to disk, never held in memory. Each
-check then runs in a child process, so its peak memory can be read with ``getrusage``: the
-Python process's own peak, and (for Spark) the JVM's, which the child reaps before exiting.
-Spark is timed twice: cold (JSONL converted to the Parquet cache) and warm (cache reused).
+``--mode eos`` (default): the eos history checks (``checkers.eos_checks.check_eos``, what
+``python -m checkers RUN_DIR`` runs for ``history.jsonl``) against ``checkers.eos_pyref``, on
+synthetic valid eos histories of SIZE ops (:mod:`synth_eos`). ``--mode logdump``: the
+broker-log checks on synthetic log dumps of SIZE records (:mod:`synth_logdump`).
 
-Targets: 10M records in <= 60 s, time(10M)/time(1M) <= 12, Spark >= 2x faster than Python
-at 10M. Results are printed as a table and as JSON (``--json FILE``).
+Every measurement runs in a child process so its peak memory can be read with ``getrusage``:
+the Python process's own peak and, for Spark, the JVM's (the child reaps it before exiting).
+Spark is timed cold (no ``.parquet`` cache beside the run: JSON converted and, for eos, the
+views parsed and stored) and warm (cache present). The Python child runs under an address
+space limit (``--py-mem-gb``) so a reference that outgrows the machine fails with
+``MemoryError`` instead of waking the OOM killer on a shared machine. The load average is
+recorded with every figure: timings on a busy 2-core machine are noisy.
+
+Targets (issue #5): 10M in <= 60 s, time(10M)/time(1M) <= 12, Spark >= 2x Python at 10M.
 """
 
 from __future__ import annotations
@@ -18,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -29,57 +34,44 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-_DATA = (
-    '{{"node":{node},"topic":"t","partition":{p},"baseOffset":{o},"lastOffset":{o},"count":1,'
-    '"baseSequence":{seq},"lastSequence":{seq},"producerId":{pid},"producerEpoch":{e},'
-    '"partitionLeaderEpoch":0,"isTransactional":true,"isControl":false,"offset":{o},'
-    '"sequence":{seq},"create_time":{ts},"header_keys":[],"key":"k{pid}",'
-    '"payload":"v-{pid}-{e}-{seq}","segment":"00000000000000000000.log","kind":"data"}}\n'
-)
-_MARKER = (
-    '{{"node":{node},"topic":"t","partition":{p},"baseOffset":{o},"lastOffset":{o},"count":1,'
-    '"baseSequence":-1,"lastSequence":-1,"producerId":{pid},"producerEpoch":{e},'
-    '"partitionLeaderEpoch":0,"isTransactional":true,"isControl":true,"offset":{o},'
-    '"sequence":-1,"create_time":{ts},"header_keys":[],"marker":"{m}","coordinator_epoch":0,'
-    '"segment":"00000000000000000000.log","kind":"data"}}\n'
-)
+_EOS_SPARK = """
+import json, resource, sys, time
+from checkers.eos_checks import check_eos
+from checkers.spark import start_spark, stop_spark
+t0 = time.monotonic()
+spark = start_spark("local[2]")
+t1 = time.monotonic()
+res = check_eos(sys.argv[1], spark=spark)
+t2 = time.monotonic()
+stop_spark()
+print(json.dumps({"startup": t1 - t0, "check": t2 - t1, "valid": res["valid"],
+    "live": res["liveness"]["valid"],
+    "counts": {k: r.get("count") for k, r in res["checkers"].items()},
+    "py_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "jvm_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
 
+_EOS_PY = """
+import json, resource, sys, time
+limit = int(float(sys.argv[2]) * (1 << 30))
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from checkers.eos_pyref import check_eos_py
+t0 = time.monotonic()
+try:
+    res = check_eos_py(sys.argv[1])
+    out = {"valid": res["valid"], "live": res["liveness"]["valid"],
+           "counts": {k: r.get("count") for k, r in res["checkers"].items()}}
+except MemoryError:
+    out = {"valid": None, "error": "MemoryError"}
+out["check"] = time.monotonic() - t0
+out["py_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
 
-def _partition_lines(node: int, p: int, n: int, seed: int) -> Any:
-    """One replica's records of partition ``p``: ~n records, the same on every node."""
-    rng = random.Random(seed * 1_000_003 + p)
-    epochs: dict[int, int] = {}
-    o, ts = 0, 1_700_000_000_000
-    while o < n:
-        pid = 1000 + rng.randrange(16)
-        e = epochs.get(pid, 0)
-        for seq in range(rng.randint(1, 8)):
-            yield _DATA.format(node=node, p=p, o=o, seq=seq, pid=pid, e=e, ts=ts)
-            o += 1
-            ts += 1
-        m = "COMMIT" if rng.random() < 0.9 else "ABORT"
-        yield _MARKER.format(node=node, p=p, o=o, pid=pid, e=e + 1, ts=ts, m=m)
-        o += 1
-        epochs[pid] = e + 1
-
-
-def generate(path: Path, records: int, *, partitions: int = 12, seed: int = 1) -> int:
-    """Stream a dump of about ``records`` records (all replicas) to ``path``; returns lines."""
-    per_part = records // (3 * partitions)
-    n = 0
-    with open(path, "w", buffering=1 << 20) as fh:
-        fh.write('{"logdump_format": 1, "nodes": 3}\n')
-        for node in (1, 2, 3):
-            for p in range(partitions):
-                for line in _partition_lines(node, p, per_part, seed):
-                    fh.write(line)
-                    n += 1
-    return n
-
-
-_SPARK_CHILD = """
-import json, os, resource, sys, time
+_LOG_SPARK = """
+import json, resource, sys, time
 from checkers.log_evidence import evidence_checks
 from checkers.spark import start_spark, stop_spark
 t0 = time.monotonic()
@@ -89,116 +81,184 @@ res = evidence_checks(spark, sys.argv[1])
 t2 = time.monotonic()
 stop_spark()
 print(json.dumps({"startup": t1 - t0, "check": t2 - t1, "valid": res["valid"],
-    "records": res["stats"]["records"], "cache_reused": res["stats"]["parquet_cache_reused"],
+    "records": res["stats"]["records"],
     "py_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "jvm_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
-_PY_CHILD = """
+_LOG_PY = """
 import json, resource, sys, time
+limit = int(float(sys.argv[2]) * (1 << 30))
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from checkers.pyref import check_logdump
 t0 = time.monotonic()
-res = check_logdump(sys.argv[1])
-t1 = time.monotonic()
-print(json.dumps({"check": t1 - t0, "valid": res["valid"], "records": res["stats"]["records"],
-    "py_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+try:
+    res = check_logdump(sys.argv[1])
+    out = {"valid": res["valid"], "records": res["stats"]["records"]}
+except MemoryError:
+    out = {"valid": None, "error": "MemoryError"}
+out["check"] = time.monotonic() - t0
+out["py_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
 """
 
 
-def _child(code: str, arg: str, env: dict[str, str]) -> dict[str, Any]:
+def _child(code: str, args: list[str], env: dict[str, str], timeout: float | None) -> dict:
+    """Run one measurement in a fresh interpreter; returns its JSON line plus wall and load."""
+    load0 = os.getloadavg()[0]
     t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-c", code, arg], cwd=ROOT, capture_output=True, text=True, env=env
-    )
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f}s", "check": None, "load": load0}
     wall = time.monotonic() - t0
     if r.returncode != 0:
-        raise SystemExit(f"child failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+        return {"error": f"exit {r.returncode}: {r.stderr.strip()[-500:]}", "check": None}
     out = json.loads(r.stdout.strip().splitlines()[-1])
     out["wall"] = wall
+    out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     return out
 
 
+def _measure(args: argparse.Namespace, run: Path, target: str, env: dict[str, str]) -> dict:
+    """Spark cold, Spark warm and Python on one generated input."""
+    spark_code, py_code = (_EOS_SPARK, _EOS_PY) if args.mode == "eos" else (_LOG_SPARK, _LOG_PY)
+    row: dict[str, Any] = {}
+    if "spark" in args.impl:
+        shutil.rmtree(run / ".parquet", ignore_errors=True)
+        row["spark_cold"] = _child(spark_code, [str(run)], env, args.spark_timeout)
+        print(f"  spark cold {_fmt(row['spark_cold'])}", flush=True)
+        row["spark_warm"] = _child(spark_code, [str(run)], env, args.spark_timeout)
+        print(f"  spark warm {_fmt(row['spark_warm'])}", flush=True)
+    if "python" in args.impl:
+        row["python"] = _child(py_code, [target, str(args.py_mem_gb)], env, args.py_timeout)
+        print(f"  python     {_fmt(row['python'])}", flush=True)
+    return row
+
+
+def _fmt(m: dict[str, Any]) -> str:
+    if m.get("check") is None or m.get("error"):
+        return f"FAILED ({m.get('error')}) load {m.get('load')}"
+    extra = f" JVM {m['jvm_rss_mb']:.0f} MB" if "jvm_rss_mb" in m else ""
+    return (
+        f"{m['check']:.1f}s valid={m.get('valid')} counts={m.get('counts', '-')} "
+        f"py {m['py_rss_mb']:.0f} MB{extra} load {m.get('load')}"
+    )
+
+
+def _generate(mode: str, run: Path, size: int) -> tuple[Path, dict[str, Any]]:
+    if mode == "eos":
+        from synth_eos import generate
+
+        target = run / "history.jsonl"
+        run.mkdir(parents=True, exist_ok=True)
+        stats = generate(target, size)
+    else:
+        from synth_logdump import generate as generate_dump
+
+        (run / "evidence").mkdir(parents=True, exist_ok=True)
+        target = run / "evidence" / "logdump.jsonl"
+        stats = {"records": generate_dump(target, size)}
+    return target, stats
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--mode", choices=("eos", "logdump"), default="eos")
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--impl", default="spark,python")
-    ap.add_argument("--dir", default=None, help="where to write dumps (default: a temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep the generated dumps")
+    ap.add_argument("--dir", default=None, help="where to write inputs (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated inputs")
+    ap.add_argument("--reuse", action="store_true", help="reuse inputs already in --dir")
     ap.add_argument("--json", default=None, metavar="FILE", help="also write results here")
+    ap.add_argument("--py-mem-gb", type=float, default=12.0, help="Python child memory cap")
+    ap.add_argument("--py-timeout", type=float, default=None, help="Python child time cap (s)")
+    ap.add_argument("--spark-timeout", type=float, default=None, help="Spark child time cap (s)")
     args = ap.parse_args(argv)
+    args.impl = args.impl.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
-    impls = args.impl.split(",")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kh-bench-"))
     env = dict(os.environ)
     env.setdefault("KAFKA_HARNESS_SPARK_DRIVER_MEMORY", "4g")
     results: list[dict[str, Any]] = []
     try:
         for size in sizes:
-            run = base / f"run-{size}"
-            (run / "evidence").mkdir(parents=True, exist_ok=True)
-            dump = run / "evidence" / "logdump.jsonl"
+            run = base / f"{args.mode}-{size}"
+            existing = run / ("history.jsonl" if args.mode == "eos" else "evidence/logdump.jsonl")
             t0 = time.monotonic()
-            lines = generate(dump, size)
-            gen = time.monotonic() - t0
+            if args.reuse and existing.is_file():
+                target, stats = existing, {"reused": True}
+            else:
+                target, stats = _generate(args.mode, run, size)
             row: dict[str, Any] = {
-                "records": lines,
-                "bytes": dump.stat().st_size,
-                "generate_s": round(gen, 1),
+                "mode": args.mode,
+                "size": size,
+                "input": stats,
+                "bytes": target.stat().st_size,
+                "generate_s": round(time.monotonic() - t0, 1),
             }
-            print(
-                f"generated {lines} records ({row['bytes'] / 1e9:.2f} GB) in {gen:.0f}s", flush=True
-            )
-            if "spark" in impls:
-                shutil.rmtree(run / ".parquet", ignore_errors=True)
-                cold = _child(_SPARK_CHILD, str(run), env)
-                warm = _child(_SPARK_CHILD, str(run), env)
-                assert cold["valid"] is True and warm["cache_reused"] is True, (cold, warm)
-                row["spark_cold"] = cold
-                row["spark_warm"] = warm
-                print(f"  spark cold {cold['check']:.1f}s warm {warm['check']:.1f}s", flush=True)
-            if "python" in impls:
-                py = _child(_PY_CHILD, str(dump), env)
-                assert py["valid"] is True, py
-                row["python"] = py
-                print(f"  python {py['check']:.1f}s, peak {py['py_rss_mb']:.0f} MB", flush=True)
+            print(f"{args.mode} {size}: {stats}, {row['bytes'] / 1e9:.2f} GB", flush=True)
+            row |= _measure(args, run, str(target), env)
             results.append(row)
             if not args.keep:
                 shutil.rmtree(run, ignore_errors=True)
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
-    _report(results)
+    print()
+    print(report(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
-def _report(results: list[dict[str, Any]]) -> None:
-    print()
-    print(
-        f"{'records':>11} {'spark cold s':>12} {'spark warm s':>12} {'python s':>9} "
-        f"{'py/spark(warm)':>14} {'spark drv MB':>12} {'JVM MB':>7} {'python MB':>9}"
-    )
+def _t(m: dict[str, Any] | None) -> float | None:
+    return None if not m or m.get("error") else m.get("check")
+
+
+def _s(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def report(results: list[dict[str, Any]]) -> str:
+    """The figures as a table: time, peak memory, growth 1st->last size, Spark speedup."""
+    lines = [
+        f"{'size':>10} {'impl':>11} {'check s':>8} {'py MB':>7} {'JVM MB':>7} "
+        f"{'load':>11} {'x first':>8} {'py/spark':>8}"
+    ]
+    first = results[0] if results else {}
     for r in results:
-        sc, sw, py = r.get("spark_cold"), r.get("spark_warm"), r.get("python")
-        ratio = f"{py['check'] / sw['check']:.2f}" if sw and py else "-"
-        print(
-            f"{r['records']:>11} {sc['check'] if sc else float('nan'):>12.1f} "
-            f"{sw['check'] if sw else float('nan'):>12.1f} "
-            f"{py['check'] if py else float('nan'):>9.1f} {ratio:>14} "
-            f"{sw['py_rss_mb'] if sw else float('nan'):>12.0f} "
-            f"{max(sc['jvm_rss_mb'], sw['jvm_rss_mb']) if sw and sc else float('nan'):>7.0f} "
-            f"{py['py_rss_mb'] if py else float('nan'):>9.0f}"
-        )
-    if len(results) >= 2:
-        a, b = results[0], results[-1]
-        for impl in ("spark_warm", "spark_cold", "python"):
-            if impl in a and impl in b:
-                print(
-                    f"{impl}: {b['records']}/{a['records']} records -> "
-                    f"{b[impl]['check'] / a[impl]['check']:.1f}x time"
-                )
-    _ = resource  # peak RSS is measured in the children with resource.getrusage
+        py = _t(r.get("python"))
+        for impl in ("spark_cold", "spark_warm", "python"):
+            m = r.get(impl)
+            if m is None:
+                continue
+            t = _t(m)
+            t0 = _t(first.get(impl))
+            grow = t / t0 if t is not None and t0 and r is not first else None
+            speed = py / t if py is not None and t is not None and impl != "python" else None
+            load = m.get("load")
+            load_s = (
+                "-"
+                if load is None
+                else "/".join(str(x) for x in load)
+                if isinstance(load, list)
+                else str(load)
+            )
+            err = f"  {m['error'][:60]}" if m.get("error") else ""
+            lines.append(
+                f"{r['size']:>10} {impl:>11} {_s(t):>8} {_s(m.get('py_rss_mb'), '.0f'):>7} "
+                f"{_s(m.get('jvm_rss_mb'), '.0f'):>7} {load_s:>11} {_s(grow, '.2f'):>8} "
+                f"{_s(speed, '.2f'):>8}{err}"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

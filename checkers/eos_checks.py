@@ -26,10 +26,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import eos_rules
-from checkers.eos_frames import EosFrames, build, record_dict
+from checkers.eos_frames import RECORD_COLS, EosFrames, record_dict
 from checkers.eos_pyref import combine_eos
-from checkers.eos_rules import Example, finish, readable, readable_parts
-from checkers.load import CheckerInputError, load_history, load_logdump, logdump_path
+from checkers.eos_rules import (
+    Example,
+    committed_of,
+    finish,
+    ident_table,
+    readable,
+    txn_idx,
+    with_ops,
+)
+from checkers.eos_views import build
+from checkers.load import CheckerInputError, Loaded, load_history, load_logdump, logdump_path
 from checkers.spark import spark_error, spark_session
 
 if TYPE_CHECKING:
@@ -40,32 +49,35 @@ if TYPE_CHECKING:
 __all__ = ["CHECKS", "CheckerInputError", "check_eos", "eos_checks"]
 
 
-def _txn_idx(r: Any) -> list[int]:
-    return [i for i in (r["inv_index"], r["done_index"]) if i is not None]
-
-
 def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Acknowledged seeds below the group's committed offset with no committed output."""
-    ident = F.concat_ws("/", F.col("src_p").cast("string"), F.col("src_o").cast("string"))
-    have = fr.drain.select("ident").distinct()
+    committed = committed_of(fr, F.col("src_p"))
     lost = (
-        fr.seeds.join(fr.committed, ["src_p"])
-        .filter(F.col("src_o") < F.col("committed"))
-        .withColumn("ident", ident)
-        .join(have, ["ident"], "left_anti")
-        .join(F.broadcast(readable_parts(fr)), readable(fr, F.col("src_p")), "left_semi")
+        ident_table(fr)
+        .filter((F.col("n_seed") > 0) & (F.col("copies") == 0))
+        .filter((F.col("src_o") < committed) & readable(fr, F.col("src_p")))
     )
-
-    def make(r: Any) -> Example:
-        ex = {
-            "values": [r["value"]],
-            "input": [r["src_p"], r["src_o"]],
-            "committed_offset": r["committed"],
-        }
-        idx = [r["send_index"]] + ([fr.offsets_index] if fr.offsets_index is not None else [])
-        return ex, idx
-
-    return finish(fr, lost, ["src_p", "src_o"], max_examples, make)
+    n = int(lost.agg(F.sum("n_seed")).first()[0] or 0)
+    made: list[Example] = []
+    if n and max_examples:
+        first = lost.orderBy("src_p", "src_o").limit(max_examples).select("src_p", "src_o")
+        rows = (
+            fr.seeds.join(F.broadcast(first), ["src_p", "src_o"])
+            .orderBy("src_p", "src_o", "send_index")
+            .limit(max_examples)
+            .collect()
+        )
+        for r in rows:
+            ex = {
+                "values": [r["value"]],
+                "input": [r["src_p"], r["src_o"]],
+                "committed_offset": fr.committed_map.get(r["src_p"]),
+            }
+            idx = [r["send_index"]]
+            if fr.offsets_index is not None:
+                idx.append(fr.offsets_index)
+            made.append((ex, idx))
+    return with_ops(fr, made, n)
 
 
 def _ident_order() -> list[Any]:
@@ -74,39 +86,102 @@ def _ident_order() -> list[Any]:
 
 def check_duplicate(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Inputs (source position, else input value) with more than one committed output."""
-    rec = F.struct("topic", "partition", "offset", "key", "value", "headers")
-    dup = (
-        fr.drain.groupBy("ident")
-        .agg(
-            F.count(F.lit(1)).alias("copies"),
-            F.first("src_p").alias("src_p"),
-            F.first("src_o").alias("src_o"),
-            F.first("in_value", ignorenulls=True).alias("in_value"),
-            F.collect_list(rec).alias("records"),
-            F.collect_set("inv_index").alias("inv"),
-            F.collect_set("done_index").alias("done"),
-        )
-        .filter(F.col("copies") > 1)
+    dup = ident_table(fr).filter(F.col("copies") > 1)
+    n = dup.count()
+    made: list[Example] = []
+    if n and max_examples:
+        top = dup.orderBy(*_ident_order()).limit(max_examples).select("ident").collect()
+        idents = [r["ident"] for r in top]
+        keys = fr.drain.sparkSession.createDataFrame([(i,) for i in idents], "ident string")
+        recs: dict[str, list[Any]] = {i: [] for i in idents}
+        for r in fr.drain.join(F.broadcast(keys), ["ident"]).collect():
+            recs[r["ident"]].append(r)
+        for ident in idents:
+            rs = sorted(recs[ident], key=lambda r: (r["partition"], r["offset"]))
+            ex = {
+                "values": [rs[0]["in_value"]],
+                "input": ident,
+                "copies": len(rs),
+                "records": [record_dict(r) for r in rs],
+            }
+            made.append((ex, [i for r in rs for i in txn_idx(r)]))
+    return with_ops(fr, made, n)
+
+
+def _overtaken_thresholds(d: DataFrame) -> DataFrame:
+    """Per (src_p, generation, instance): the smallest source offset that a *newer* generation
+    of *another* instance drained from that input partition (``th``).
+
+    A record is overtaken iff its source offset is >= its group's ``th``. The groups are few
+    (partitions x generations x instances), so this self-join is small and the records then
+    need only a broadcast equi-join, not a range join against every group.
+    """
+    usable = F.col("generation").isNotNull() & (F.col("generation") >= 0)
+    g = (
+        d.filter(usable & F.col("src_p").isNotNull())
+        .groupBy("src_p", "generation", "instance")
+        .agg(F.min("src_o").alias("m"))
     )
-
-    def make(r: Any) -> Example:
-        ex = {
-            "values": [r["in_value"]],
-            "input": r["ident"],
-            "copies": r["copies"],
-            "records": sorted(
-                (record_dict(x) for x in r["records"]),
-                key=lambda d: (d["partition"], d["offset"]),
-            ),
-        }
-        return ex, list(r["inv"]) + list(r["done"])
-
-    return finish(fr, dup, _ident_order(), max_examples, make)
+    other = g.select(
+        F.col("src_p").alias("g_p"),
+        F.col("generation").alias("g_gen"),
+        F.col("instance").alias("g_inst"),
+        "m",
+    )
+    cond = (
+        (F.col("g_p") == F.col("src_p"))
+        & (F.col("g_gen") > F.col("generation"))
+        & (F.col("g_inst") != F.col("instance"))
+    )
+    return (
+        g.select("src_p", "generation", "instance")
+        .join(F.broadcast(other), cond)
+        .groupBy("src_p", "generation", "instance")
+        .agg(F.min("m").alias("th"))
+    )
 
 
 def check_zombie(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Committed outputs of fenced instances, or of generations another instance overtook."""
     d = fr.drain.filter(F.col("instance").isNotNull())
+    th = _overtaken_thresholds(d)
+    fences = fr.fences.select("instance", "fence_time", "fence_index")
+    j = d.join(F.broadcast(fences), ["instance"], "left").join(
+        F.broadcast(th), ["src_p", "generation", "instance"], "left"
+    )
+    fenced = F.coalesce(F.col("inv_time") > F.col("fence_time"), F.lit(False))
+    over = F.coalesce(F.col("src_o") >= F.col("th"), F.lit(False))
+    bad = j.filter(fenced | over).withColumn("fenced", fenced)
+    n = bad.count()
+    rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []
+    newer = _newer(d, [r for r in rows if not r["fenced"]])
+    made: list[Example] = []
+    for r in rows:
+        ex: dict[str, Any] = {"values": [r["in_value"]], "records": [record_dict(r)]}
+        idx = txn_idx(r)
+        if r["fenced"]:
+            ex["reason"] = "fenced"
+            idx.append(r["fence_index"])
+        else:
+            g, i, m = newer[(r["partition"], r["offset"])]
+            ex["reason"] = "overtaken"
+            ex["newer"] = {"generation": g, "instance": i, "min_src_offset": m}
+        made.append((ex, idx))
+    return with_ops(fr, made, n)
+
+
+def _newer(d: DataFrame, rows: list[Any]) -> dict[tuple[int, int], tuple[int, int, int]]:
+    """For a few overtaken records: the first (generation, instance, min offset) overtaking it."""
+    if not rows:
+        return {}
+    spark = d.sparkSession
+    few = spark.createDataFrame(
+        [
+            (r["partition"], r["offset"], r["src_p"], r["src_o"], r["generation"], r["instance"])
+            for r in rows
+        ],
+        "partition int, offset long, src_p int, src_o long, generation long, instance int",
+    )
     usable = F.col("generation").isNotNull() & (F.col("generation") >= 0)
     groups = (
         d.filter(usable & F.col("src_p").isNotNull())
@@ -125,34 +200,13 @@ def check_zombie(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         & (F.col("g_inst") != F.col("instance"))
         & (F.col("m") <= F.col("src_o"))
     )
-    over = (
-        d.filter(usable)
-        .join(F.broadcast(groups), cond)
+    out = (
+        few.join(groups, cond)
         .groupBy("partition", "offset")
-        .agg(F.min(F.struct("g_gen", "g_inst", "m")).alias("newer"))
+        .agg(F.min(F.struct("g_gen", "g_inst", "m")).alias("n"))
+        .collect()
     )
-    fenced = d.join(fr.fences, ["instance"]).filter(F.col("inv_time") > F.col("fence_time"))
-    fenced = fenced.select("partition", "offset", "fence_index")
-    bad = (
-        d.join(fenced, ["partition", "offset"], "left")
-        .join(over, ["partition", "offset"], "left")
-        .filter(F.col("fence_index").isNotNull() | F.col("newer").isNotNull())
-    )
-
-    def make(r: Any) -> Example:
-        ex: dict[str, Any] = {"values": [r["in_value"]], "records": [record_dict(r)]}
-        idx = _txn_idx(r)
-        if r["fence_index"] is not None:
-            ex["reason"] = "fenced"
-            idx.append(r["fence_index"])
-        else:
-            n = r["newer"]
-            ex["reason"] = "overtaken"
-            ex["newer"] = {"generation": n["g_gen"], "instance": n["g_inst"]}
-            ex["newer"]["min_src_offset"] = n["m"]
-        return ex, idx
-
-    return finish(fr, bad, ["partition", "offset"], max_examples, make)
+    return {(r["partition"], r["offset"]): tuple(r["n"]) for r in out}
 
 
 def _log_outcomes(fr: EosFrames, spark: SparkSession, run_dir: Path) -> DataFrame | None:
@@ -165,36 +219,36 @@ def _log_outcomes(fr: EosFrames, spark: SparkSession, run_dir: Path) -> DataFram
     rows = aborted_in_log(ev).filter(
         (F.col("topic") == fr.output_topic) & F.col("outcome").isin("aborted", "open")
     )
-    return rows.select("topic", "partition", "offset", "outcome")
+    return rows.groupBy("topic", "partition", "offset").agg(F.min("outcome").alias("outcome"))
 
 
 def check_aborted_read(
     fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
 ) -> dict[str, Any]:
-    """Drained records of aborted/open transactions or of poison inputs; poison in txns."""
+    """Drained records of aborted/open transactions or of poison inputs; poison in txns.
+
+    The poison values are few, so every test against them is a broadcast join; the log dump's
+    outcomes (when the run has a dump) are the only shuffle.
+    """
     pv = F.broadcast(fr.poison)
     d = fr.drain
-    poisoned = (
-        d.join(pv, d["in_value"] == pv["pv"], "left_semi")
-        .unionByName(d.join(pv, d["value"] == pv["pv"], "left_semi"))
-        .unionByName(d.join(pv, d["key"] == pv["pv"], "left_semi"))
-        .select("partition", "offset", F.lit("poison-output").alias("kind"))
-    )
-    marked = poisoned
+    for i, c in enumerate(("in_value", "value", "key")):
+        p = pv.select(F.col("pv").alias(c), F.lit(True).alias(f"_p{i}"))
+        d = d.join(p, [c], "left")
+    poison = F.col("_p0").isNotNull() | F.col("_p1").isNotNull() | F.col("_p2").isNotNull()
+    kind = F.when(poison, F.lit("poison-output"))
     logs = _log_outcomes(fr, spark, run_dir)
     if logs is not None:
-        in_log = d.join(logs, ["topic", "partition", "offset"]).select(
-            "partition", "offset", F.concat(F.col("outcome"), F.lit("-in-log")).alias("kind")
-        )
-        marked = marked.unionByName(in_log)
-    marked = marked.groupBy("partition", "offset").agg(F.min("kind").alias("kind"))
-    recs = d.join(marked, ["partition", "offset"]).select(
+        d = d.join(logs, ["topic", "partition", "offset"], "left")
+        kind = kind.when(F.col("outcome").isNotNull(), F.concat(F.col("outcome"), F.lit("-in-log")))
+    recs = d.withColumn("kind", kind).filter(F.col("kind").isNotNull())
+    recs = recs.select(
         F.lit(0).alias("src"),
         "partition",
         "offset",
         "kind",
         F.array("in_value").alias("values"),
-        F.struct("topic", "partition", "offset", "key", "value", "headers").alias("rec"),
+        F.struct(*RECORD_COLS).alias("rec"),
         "inv_index",
         "done_index",
         F.lit(None).cast("int").alias("instance"),
@@ -226,7 +280,7 @@ def check_aborted_read(
         ex: dict[str, Any] = {"values": list(r["values"]), "kind": r["kind"]}
         if r["rec"] is not None:
             ex["records"] = [record_dict(r["rec"])]
-        return ex, _txn_idx(r)
+        return ex, txn_idx(r)
 
     order = ["src", "partition", "offset", "instance", "txn_seq"]
     return finish(fr, bad, order, max_examples, make)
@@ -250,9 +304,10 @@ def _unknown(e: BaseException) -> dict[str, Any]:
 
 def eos_checks(spark: SparkSession, run_dir: Path, *, max_examples: int = 8) -> dict[str, Any]:
     """Every eos check with an existing session; input errors raise CheckerInputError."""
-    saved = _tune(spark)
+    loaded = load_history(spark, run_dir)
+    saved = _tune(spark, loaded.rows)
     try:
-        return _eos_checks(spark, run_dir, max_examples)
+        return _eos_checks(spark, loaded, Path(run_dir), max_examples)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -261,27 +316,36 @@ def eos_checks(spark: SparkSession, run_dir: Path, *, max_examples: int = 8) -> 
                 spark.conf.set(k, v)
 
 
-#: Session settings for the many small joins of one run: adaptive planning and whole-stage
-#: code generation cost more than they save at this size (measured: about 3x faster).
-_TUNE = {
+#: Session settings by history size. Small runs (tests, short real runs) are dominated by
+#: per-query overhead: adaptive planning and whole-stage code generation cost more than they
+#: save (measured: about 3x faster without). Big runs are dominated by rows: generated code
+#: and adaptive coalescing of shuffle partitions win there.
+SMALL_RUN = 200_000
+_TUNE_SMALL = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.autoBroadcastJoinThreshold": str(64 << 20),
 }
+_TUNE_BIG = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.autoBroadcastJoinThreshold": str(64 << 20),
+}
 
 
-def _tune(spark: SparkSession) -> dict[str, str | None]:
+def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
     saved: dict[str, str | None] = {}
-    for k, v in _TUNE.items():
+    for k, v in (_TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG).items():
         saved[k] = spark.conf.get(k, None)
         spark.conf.set(k, v)
     return saved
 
 
-def _eos_checks(spark: SparkSession, run_dir: Path, max_examples: int) -> dict[str, Any]:
-    loaded = load_history(spark, run_dir)
+def _eos_checks(
+    spark: SparkSession, loaded: Loaded, run_dir: Path, max_examples: int
+) -> dict[str, Any]:
     try:
-        fr = build(spark, loaded.df, Path(run_dir))
+        fr = build(spark, loaded)
     except CheckerInputError:
         raise
     except Exception as e:  # cannot even parse the views: every check is unknown

@@ -14,8 +14,8 @@ input it came from), ``ident`` (the input's identity, as in :mod:`checkers.eos_p
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -28,11 +28,6 @@ from workloads.eos_config import (
     H_TXN_SEQ,
     OUTPUT_PREFIX,
 )
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from pyspark.sql import SparkSession
 
 _VALUES = "struct<values:array<array<string>>>"
 _TXN_INVOKE = (
@@ -52,25 +47,41 @@ RECORD_COLS = ("topic", "partition", "offset", "key", "value", "headers")
 
 @dataclass
 class EosFrames:
-    """The views of one run every check needs (all small enough to cache)."""
+    """The views of one run every check needs.
 
-    hist: DataFrame
+    The DataFrames are read from the typed Parquet views :mod:`checkers.eos_views` stores
+    beside the run (or, for a read-only run, parsed and persisted in memory); the plain
+    Python fields are the few small facts the checks need as constants.
+    """
+
+    hist: DataFrame  # the loaded history, for the full ops shown in examples
     seeds: DataFrame  # value, src_p, src_o, send_index
     poison: DataFrame  # pv
     txns: DataFrame  # instance, txn_seq, inv_index, inv_time, inputs, done_index, done_type, ...
-    reads: DataFrame  # partition, ok (read_committed reads of the output topic)
-    n_out: int
     drain: DataFrame  # see the module docstring; plus inv_index/done_index/inv_time
     committed: DataFrame  # src_p, committed
-    offsets_index: int | None
     fences: DataFrame  # instance, fence_time, fence_index
+    finals: DataFrame  # the final process's ops except reads: index, f, type, value
+    n_out: int
+    reads: list[tuple[int, bool]]  # read_committed reads of the output topic: partition, ok
+    committed_map: dict[int, int]
+    offsets_index: int | None
     output_topic: str | None
     drain_op: dict[str, Any] | None
+    persisted: list[DataFrame] = field(default_factory=list)
+    idents: DataFrame | None = None  # built on first use by eos_rules.ident_table
+
+    @property
+    def readable(self) -> list[int]:
+        """Output partitions whose read_committed read completed."""
+        return sorted({p for p, ok in self.reads if ok})
 
     def release(self) -> None:
-        """Drop the cached frames (the session outlives one check run)."""
-        for df in (self.seeds, self.txns, self.drain, self.committed):
+        """Drop frames persisted for this run (the session outlives one check run)."""
+        for df in self.persisted:
             df.unpersist()
+        self.persisted.clear()
+        self.idents = None
 
 
 def _op(df: DataFrame, f: str, types: tuple[str, ...], proc: str | None = None) -> DataFrame:
@@ -89,10 +100,64 @@ def input_of_col(value: Column) -> Column:
     ).when(value.rlike(r"^v[0-9]{6}$"), value)
 
 
-def build(spark: SparkSession, hist: DataFrame, run_dir: Path) -> EosFrames:
-    """Parse the history's eos ops into the frames the checks join."""
-    hist = hist.cache()
-    seeds = (
+#: Only these ops feed the views; the rest of the history is never parsed.
+PARSED_FS = ("send", "send-aborted", "txn", "start", "read", "drain", "group-offsets")
+
+
+def parse_small(hist: DataFrame) -> tuple[dict[str, DataFrame], dict[str, Any]]:
+    """The small views and constants: poison, reads, committed offsets, fences, final ops."""
+    poison = (
+        _op(hist, "send-aborted", ("invoke",), "seeder")
+        .select(F.explode(F.from_json("value", _VALUES)["values"]).alias("x"))
+        .select(F.col("x")[0].alias("pv"))
+        .distinct()
+    )
+    reads_raw = _reads_raw(hist)
+    reads = [
+        (int(r["partition"]), bool(r["ok"]), r["topic"])
+        for r in reads_raw.select(
+            F.col("r.partition").alias("partition"),
+            (F.col("type") == "ok").alias("ok"),
+            F.col("r.topic").alias("topic"),
+            "index",
+        )
+        .orderBy("index")
+        .collect()
+    ]
+    committed, offsets_index = _committed(hist)
+    drain_row = (
+        _op(hist, "drain", ("ok", "info", "fail"), "final").select("index", "type", "value").first()
+    )
+    drain_op = None
+    if drain_row is not None:
+        drain_op = {"index": drain_row["index"], "type": drain_row["type"]}
+    finals = hist.filter(
+        (F.col("process") == "final") & ~F.col("process_is_int") & (F.col("f") != "read")
+    ).select("index", "f", "type", "value")
+    cmap: dict[int, int] = {}
+    for r in committed.collect():
+        if r["src_p"] is not None and r["committed"] is not None:
+            cmap[int(r["src_p"])] = int(r["committed"])  # last wins, as in eos_pyref
+    info = {
+        "n_out": max(len(reads), 1),
+        "reads": [[p, ok] for p, ok, _t in reads],
+        "output_topic": reads[0][2] if reads else None,
+        "committed_map": [[p, o] for p, o in sorted(cmap.items())],
+        "offsets_index": offsets_index,
+        "drain_op": drain_op,
+    }
+    frames = {
+        "poison": poison,
+        "committed": committed,
+        "fences": _fences(hist),
+        "finals": finals,
+    }
+    return frames, info
+
+
+def parse_seeds(hist: DataFrame) -> DataFrame:
+    """Acknowledged seeds: value, src_p, src_o, send_index."""
+    return (
         _op(hist, "send", ("ok", "info"), "seeder")
         .select(
             F.col("index").alias("send_index"),
@@ -105,46 +170,35 @@ def build(spark: SparkSession, hist: DataFrame, run_dir: Path) -> EosFrames:
             "send_index",
         )
         .filter(F.col("src_o").isNotNull())
-        .cache()
     )
-    poison = (
-        _op(hist, "send-aborted", ("invoke",), "seeder")
-        .select(F.explode(F.from_json("value", _VALUES)["values"]).alias("x"))
-        .select(F.col("x")[0].alias("pv"))
-        .distinct()
+
+
+def parse_txns(hist: DataFrame) -> DataFrame:
+    """Processor transactions: invoke joined with its completion (if any)."""
+    return _txns(hist)
+
+
+def parse_drain(hist: DataFrame, seeds: DataFrame, txns: DataFrame, parallelism: int) -> DataFrame:
+    """The drained records, mapped back to their inputs and transactions.
+
+    The final reads are a handful of very large ops (every record of an output partition), so
+    they are spread over ``parallelism`` tasks before their JSON is parsed; otherwise one core
+    parses them all.
+    """
+    reads_raw = _reads_raw(hist, parallelism)
+    return _drain(reads_raw, seeds, txns)
+
+
+def _reads_raw(hist: DataFrame, parallelism: int | None = None) -> DataFrame:
+    # A substring test first, so read_uncommitted reads (as large) are never JSON-parsed;
+    # the exact isolation test follows the parse.
+    raw = _op(hist, "read", ("ok", "info"), "final").filter(
+        F.col("value").contains("read_committed")
     )
-    txns = _txns(hist).cache()
-    reads_raw = _op(hist, "read", ("ok", "info"), "final").withColumn(
-        "r", F.from_json("value", _READ)
-    )
-    reads_raw = reads_raw.filter(F.col("r.isolation") == "read_committed")
-    reads = reads_raw.select(
-        F.col("r.partition").alias("partition"), (F.col("type") == "ok").alias("ok")
-    )
-    meta = reads_raw.agg(F.count(F.lit(1)).alias("n"), F.first("r.topic").alias("topic")).first()
-    n_out = max(int(meta["n"] or 0), 1)
-    drain = _drain(reads_raw, seeds, txns).cache()
-    committed, offsets_index = _committed(hist)
-    drain_row = (
-        _op(hist, "drain", ("ok", "info", "fail"), "final").select("index", "type", "value").first()
-    )
-    drain_op = None
-    if drain_row is not None:
-        drain_op = {"index": drain_row["index"], "type": drain_row["type"]}
-    return EosFrames(
-        hist=hist,
-        seeds=seeds,
-        poison=poison,
-        txns=txns,
-        reads=reads,
-        n_out=n_out,
-        drain=drain,
-        committed=committed.cache(),
-        offsets_index=offsets_index,
-        fences=_fences(hist),
-        output_topic=meta["topic"],
-        drain_op=drain_op,
-    )
+    if parallelism:
+        raw = raw.repartition(parallelism, "index")
+    raw = raw.withColumn("r", F.from_json("value", _READ))
+    return raw.filter(F.col("r.isolation") == "read_committed")
 
 
 def _txns(hist: DataFrame) -> DataFrame:
@@ -212,9 +266,7 @@ def _drain(reads_raw: DataFrame, seeds: DataFrame, txns: DataFrame) -> DataFrame
     by_v = seeds.select(
         F.col("value").alias("io"), F.col("src_p").alias("v_p"), F.col("src_o").alias("v_o")
     )
-    recs = recs.join(F.broadcast(at), ["h_p", "h_o"], "left").join(
-        F.broadcast(by_v), ["io"], "left"
-    )
+    recs = recs.join(at, ["h_p", "h_o"], "left").join(by_v, ["io"], "left")
     src_p = F.when(has_h, F.col("h_p")).otherwise(F.col("v_p"))
     src_o = F.when(has_h, F.col("h_o")).otherwise(F.col("v_o"))
     recs = recs.select(

@@ -2,6 +2,10 @@
 
 Why split from :mod:`checkers.eos_checks`: keeps each module small; the definitions are in
 ``docs/anomalies.md`` ("eos workload") and mirrored line by line in :mod:`checkers.eos_pyref`.
+
+How the checks stay cheap at scale: each one *counts* with one Spark job over the typed views
+(broadcast joins against small frames, at most one shuffle), and only when the count is not
+zero fetches the first few cases and the records and ops that illustrate them.
 """
 
 from __future__ import annotations
@@ -9,12 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checkers.eos_frames import EosFrames, ops_at, record_dict
+from checkers.eos_frames import RECORD_COLS, EosFrames, ops_at, record_dict
 
 Example = tuple[dict[str, Any], list[int]]  # example without ops, op indices to attach
+
+
+def with_ops(fr: EosFrames, made: list[Example], n: int) -> dict[str, Any]:
+    """A check's result: the verdict, the count, the examples with their full ops attached."""
+    ops = ops_at(fr, [i for _e, idx in made for i in idx])
+    examples = []
+    for ex, idx in made:
+        ex["ops"] = [ops[i] for i in sorted(set(idx)) if i in ops]
+        examples.append(ex)
+    return {"valid": n == 0, "count": n, "examples": examples}
 
 
 def finish(
@@ -26,129 +41,221 @@ def finish(
 ) -> dict[str, Any]:
     """Count the anomaly rows and turn the first few into examples with their full ops."""
     n = df.count()
-    rows = df.orderBy(*order).limit(max_examples).collect() if n else []
-    made = [make(r) for r in rows]
-    ops = ops_at(fr, [i for _e, idx in made for i in idx])
-    examples = []
-    for ex, idx in made:
-        ex["ops"] = [ops[i] for i in sorted(set(idx)) if i in ops]
-        examples.append(ex)
-    return {"valid": n == 0, "count": n, "examples": examples}
+    rows = df.orderBy(*order).limit(max_examples).collect() if n and max_examples else []
+    return with_ops(fr, [make(r) for r in rows], n)
 
 
 def readable(fr: EosFrames, p: Column) -> Column:
-    """SQL condition: the output partition input partition ``p`` maps to was read fully.
-
-    Needs the frame joined with :func:`readable_parts` (column ``rd_p``).
-    """
-    return (p % F.lit(fr.n_out)) == F.col("rd_p")
-
-
-def readable_parts(fr: EosFrames) -> DataFrame:
-    """Output partitions whose read_committed read completed (``rd_p``)."""
-    return fr.reads.filter(F.col("ok")).select(F.col("partition").alias("rd_p"))
+    """SQL condition: the output partition input partition ``p`` maps to was read fully."""
+    parts = fr.readable
+    if not parts:
+        return F.lit(False)
+    return (p % F.lit(fr.n_out)).isin(*parts)
 
 
-def _txn_idx(r: Any) -> list[int]:
+def committed_of(fr: EosFrames, p: Column) -> Column:
+    """The group's committed offset of input partition ``p`` (null if it has none)."""
+    if not fr.committed_map:
+        return F.lit(None).cast("long")
+    pairs = [x for k, v in sorted(fr.committed_map.items()) for x in (F.lit(k), F.lit(v))]
+    return F.create_map(*pairs)[p.cast("int")].cast("long")
+
+
+def records_at(fr: EosFrames, keys: list[tuple[int, int]]) -> dict[tuple[int, int], Any]:
+    """The drained records (full rows) at these (output partition, offset) positions."""
+    if not keys:
+        return {}
+    want = fr.drain.sparkSession.createDataFrame(
+        [(int(p), int(o)) for p, o in set(keys)], "partition int, offset long"
+    )
+    rows = fr.drain.join(F.broadcast(want), ["partition", "offset"]).collect()
+    return {(r["partition"], r["offset"]): r for r in rows}
+
+
+def txn_idx(r: Any) -> list[int]:
+    """History indices of a record's or transaction's txn invoke and completion."""
     return [i for i in (r["inv_index"], r["done_index"]) if i is not None]
+
+
+def ident_table(fr: EosFrames) -> DataFrame:
+    """One row per input identity: seeds claiming it, drained copies, the first copy.
+
+    Shared by ``lost``, ``duplicate`` and ``order`` so the seeds and the drain are shuffled
+    once for all three (persisted for the run; :meth:`EosFrames.release` drops it).
+    """
+    if fr.idents is not None:
+        return fr.idents
+    pos = F.concat_ws("/", F.col("src_p").cast("string"), F.col("src_o").cast("string"))
+    first_t = "struct<partition:int,offset:long>"
+    seeds = fr.seeds.select(
+        pos.alias("ident"),
+        "src_p",
+        "src_o",
+        F.lit(1).alias("n_seed"),
+        F.lit(0).alias("n_copy"),
+        F.lit(None).cast(first_t).alias("first"),
+    )
+    drain = fr.drain.select(
+        "ident",
+        "src_p",
+        "src_o",
+        F.lit(0).alias("n_seed"),
+        F.lit(1).alias("n_copy"),
+        F.struct("partition", "offset").cast(first_t).alias("first"),
+    )
+    t = (
+        seeds.unionByName(drain)
+        .groupBy("ident")
+        .agg(
+            F.max("src_p").alias("src_p"),
+            F.max("src_o").alias("src_o"),
+            F.sum("n_seed").alias("n_seed"),
+            F.sum("n_copy").alias("copies"),
+            F.min("first").alias("first"),
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    fr.persisted.append(t)
+    fr.idents = t
+    return t
 
 
 # ------------------------------------------------------------------------------------------
 
 
 def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
-    """Transactions partly visible, or recorded ok with offsets committed but no outputs."""
-    inputs = fr.txns.select("instance", "txn_seq", F.explode("inputs").alias("x")).select(
+    """Transactions partly visible, or recorded ok with offsets committed but no outputs.
+
+    One shuffle: the transactions' inputs (with per-transaction facts computed before the
+    explode) and the drained records' identities, grouped by (instance, txn_seq).
+    """
+    offs_ok = F.size("txn_offsets") > 0
+    if fr.committed_map:
+        pairs = [x for k, v in sorted(fr.committed_map.items()) for x in (F.lit(k), F.lit(v))]
+        cmap = F.create_map(*pairs)
+        offs_ok = offs_ok & F.forall(
+            "txn_offsets",
+            lambda o: F.coalesce(cmap[o[0].cast("int")] >= o[1], F.lit(False)),
+        )
+    else:
+        offs_ok = F.lit(False)
+    absent_ok = F.coalesce((F.col("done_type") == "ok") & offs_ok, F.lit(False))
+    want = fr.txns.select(
+        "instance", "txn_seq", absent_ok.alias("absent_ok"), F.explode("inputs").alias("x")
+    ).select(
         "instance",
         "txn_seq",
-        F.col("x")[0].cast("int").alias("p"),
+        "absent_ok",
         F.concat_ws(
             "/", F.col("x")[0].cast("int").cast("string"), F.col("x")[1].cast("long").cast("string")
-        ).alias("ident"),
-        F.col("x")[2].alias("in_value"),
+        ).alias("w"),
+        F.lit(None).cast("string").alias("h"),
+        readable(fr, F.col("x")[0].cast("int")).cast("int").alias("rd"),
     )
-    rd = readable_parts(fr)
-    inputs = inputs.join(F.broadcast(rd), readable(fr, F.col("p")), "left").withColumn(
-        "ok_read", F.col("rd_p").isNotNull()
-    )
-    have = (
-        fr.drain.filter(F.col("instance").isNotNull() & F.col("txn_seq").isNotNull())
-        .select("instance", "txn_seq", "ident", F.lit(True).alias("seen"))
-        .distinct()
-    )
-    per = (
-        inputs.join(have, ["instance", "txn_seq", "ident"], "left")
-        .groupBy("instance", "txn_seq")
-        .agg(
-            F.countDistinct("ident").alias("expected"),
-            F.countDistinct(F.when(F.col("seen"), F.col("ident"))).alias("present"),
-            F.min(F.col("ok_read").cast("int")).alias("all_read"),
-            F.collect_list(F.struct("ident", "in_value", "seen")).alias("items"),
-        )
-        .filter(F.col("all_read") == 1)
-    )
-    offs = fr.txns.filter(F.col("done_type") == "ok").select(
-        "instance", "txn_seq", F.explode("txn_offsets").alias("o")
-    )
-    offs = offs.select(
+    have = fr.drain.filter(F.col("instance").isNotNull() & F.col("txn_seq").isNotNull()).select(
         "instance",
         "txn_seq",
-        F.col("o")[0].cast("int").alias("src_p"),
-        F.col("o")[1].alias("next"),
-    ).join(fr.committed, ["src_p"], "left")
-    offs_ok = offs.groupBy("instance", "txn_seq").agg(
-        F.min(F.coalesce((F.col("committed") >= F.col("next")).cast("int"), F.lit(0))).alias(
-            "offs_committed"
+        F.lit(None).cast("boolean").alias("absent_ok"),
+        F.lit(None).cast("string").alias("w"),
+        F.col("ident").alias("h"),
+        F.lit(None).cast("int").alias("rd"),
+    )
+    per = (
+        want.unionByName(have)
+        .groupBy("instance", "txn_seq")
+        .agg(
+            F.collect_set("w").alias("want"),
+            F.collect_set("h").alias("have"),
+            F.min("rd").alias("all_read"),
+            F.max("absent_ok").alias("absent_ok"),
         )
+        .withColumn("expected", F.size("want"))
+        .withColumn("present", F.size(F.array_intersect("want", "have")))
+        .filter((F.col("expected") > 0) & (F.col("all_read") == 1))
     )
-    t = per.join(fr.txns, ["instance", "txn_seq"]).join(offs_ok, ["instance", "txn_seq"], "left")
     partial = (F.col("present") > 0) & (F.col("present") < F.col("expected"))
-    absent = (F.col("present") == 0) & (F.col("done_type") == "ok") & (F.col("offs_committed") == 1)
-    bad = t.filter(partial | absent).withColumn(
-        "kind",
-        F.when(partial, F.lit("partial")).otherwise(F.lit("ok-offsets-committed-outputs-absent")),
+    absent = (F.col("present") == 0) & F.col("absent_ok")
+    bad = per.filter(partial | absent).select(
+        "instance",
+        "txn_seq",
+        "expected",
+        "present",
+        "want",
+        "have",
+        F.when(partial, F.lit("partial"))
+        .otherwise(F.lit("ok-offsets-committed-outputs-absent"))
+        .alias("kind"),
     )
-
-    def make(r: Any) -> Example:
-        items = sorted(r["items"], key=lambda i: tuple(int(x) for x in i["ident"].split("/")))
-        ex = {
-            "values": [i["in_value"] for i in items],
-            "kind": r["kind"],
-            "txn": [r["instance"], r["txn_seq"]],
-            "expected": r["expected"],
-            "present": r["present"],
-            "missing": [i["ident"] for i in items if not i["seen"]],
+    n = bad.count()
+    rows = bad.orderBy("instance", "txn_seq").limit(max_examples).collect() if n else []
+    made = []
+    if rows:
+        keys = fr.drain.sparkSession.createDataFrame(
+            [(r["instance"], r["txn_seq"]) for r in rows], "instance int, txn_seq long"
+        )
+        txns = {
+            (t["instance"], t["txn_seq"]): t
+            for t in fr.txns.join(F.broadcast(keys), ["instance", "txn_seq"]).collect()
         }
-        return ex, _txn_idx(r)
-
-    return finish(fr, bad, ["instance", "txn_seq"], max_examples, make)
+        for r in rows:
+            t = txns[(r["instance"], r["txn_seq"])]
+            have_set = set(r["have"])
+            items = {}
+            for x in t["inputs"] or []:
+                items.setdefault(f"{int(x[0])}/{int(x[1])}", x[2])
+            order = sorted(items, key=lambda i: tuple(int(x) for x in i.split("/")))
+            ex = {
+                "values": [items[i] for i in order],
+                "kind": r["kind"],
+                "txn": [r["instance"], r["txn_seq"]],
+                "expected": r["expected"],
+                "present": r["present"],
+                "missing": [i for i in order if i not in have_set],
+            }
+            made.append((ex, txn_idx(t)))
+    return with_ops(fr, made, n)
 
 
 def check_order(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Within an output partition, first outputs of one input partition in input order."""
-    first = Window.partitionBy("ident").orderBy("partition", "offset")
-    d = fr.drain.filter(F.col("src_p").isNotNull())
-    d = d.withColumn("rn", F.row_number().over(first)).filter(F.col("rn") == 1)
+    first = (
+        ident_table(fr)
+        .filter(F.col("src_p").isNotNull() & (F.col("copies") > 0))
+        .select(
+            F.col("first.partition").alias("partition"),
+            F.col("first.offset").alias("offset"),
+            "src_p",
+            "src_o",
+        )
+    )
     w = Window.partitionBy("partition", "src_p").orderBy("offset")
-    rec = F.struct("topic", "partition", "offset", "key", "value", "headers", "in_value", "src_o")
-    d = d.withColumn("prev", F.lag(rec).over(w)).withColumn("cur", rec)
-    bad = d.filter(F.col("prev").isNotNull() & (F.col("src_o") < F.col("prev.src_o")))
-
-    def make(r: Any) -> Example:
+    d = first.select(
+        "*",
+        F.lag("src_o").over(w).alias("prev_o"),
+        F.lag("offset").over(w).alias("prev_offset"),
+    )
+    bad = d.filter(F.col("prev_o").isNotNull() & (F.col("src_o") < F.col("prev_o")))
+    n = bad.count()
+    rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []
+    recs = records_at(
+        fr, [(r["partition"], o) for r in rows for o in (r["prev_offset"], r["offset"])]
+    )
+    made = []
+    for r in rows:
+        prev, cur = recs[(r["partition"], r["prev_offset"])], recs[(r["partition"], r["offset"])]
         ex = {
-            "values": [r["prev"]["in_value"], r["cur"]["in_value"]],
+            "values": [prev["in_value"], cur["in_value"]],
             "output_partition": r["partition"],
             "src_partition": r["src_p"],
-            "records": [record_dict(r["prev"]), record_dict(r["cur"])],
+            "records": [record_dict(prev), record_dict(cur)],
         }
-        return ex, []
-
-    return finish(fr, bad, ["partition", "offset"], max_examples, make)
+        made.append((ex, []))
+    return with_ops(fr, made, n)
 
 
 def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Partitions with LSO < HWM at the end, and rows reported by find-hanging."""
-    fin = fr.hist.filter((F.col("process") == "final") & ~F.col("process_is_int"))
+    fin = fr.finals
     wm = fin.filter((F.col("f") == "watermarks") & (F.col("type") == "ok")).select(
         "index",
         F.from_json(
@@ -204,8 +311,9 @@ def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
 def check_progress(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     """Liveness: the drain finished and every acknowledged seed was consumed and read."""
     drain_type = None if fr.drain_op is None else fr.drain_op["type"]
-    unread = sorted(r["partition"] for r in fr.reads.filter(~F.col("ok")).collect())
-    missing = fr.seeds.join(fr.committed, ["src_p"], "left").filter(
+    unread = sorted(p for p, ok in fr.reads if not ok)
+    committed = committed_of(fr, F.col("src_p"))
+    missing = fr.seeds.select("value", "src_p", "src_o", committed.alias("committed")).filter(
         F.col("committed").isNull() | (F.col("src_o") >= F.col("committed"))
     )
     n = missing.count()
@@ -226,3 +334,20 @@ def check_progress(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             for r in rows
         ],
     }
+
+
+__all__ = [
+    "RECORD_COLS",
+    "Example",
+    "check_hanging",
+    "check_order",
+    "check_progress",
+    "check_torn",
+    "committed_of",
+    "finish",
+    "ident_table",
+    "readable",
+    "records_at",
+    "txn_idx",
+    "with_ops",
+]

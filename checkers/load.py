@@ -43,6 +43,8 @@ from checkers.pyref import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -50,12 +52,14 @@ __all__ = [
     "CACHE_FORMAT",
     "CheckerInputError",
     "Loaded",
+    "derived_cache",
     "history_path",
     "history_schema",
     "load_history",
     "load_logdump",
     "logdump_path",
     "logdump_schema",
+    "publish_derived",
 ]
 
 #: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
@@ -214,6 +218,42 @@ def _scratch(root: Path | None, name: str) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"kh-{name}-"))
 
 
+def derived_cache(source: Path, name: str) -> tuple[Path, dict[str, Any] | None]:
+    """A cache *derived* from ``source`` (e.g. the eos checks' parsed views): its directory and
+    manifest, or None when absent or stale.
+
+    Why: parsing the JSON ``value`` of millions of ops costs more than the checks themselves;
+    a checker may store what it parsed once, keyed, like the Parquet cache, by the source's
+    size and mtime (and its own ``format`` in the manifest).
+    """
+    data, _manifest, meta = _cached(source, name, True)
+    return data, meta
+
+
+def publish_derived(
+    source: Path, name: str, write: Callable[[Path], dict[str, Any]], meta: dict[str, Any]
+) -> tuple[Path, dict[str, Any]] | None:
+    """Build a derived cache: ``write(dir)`` fills a scratch dir and returns facts for the
+    manifest; the dir is then moved into place with a manifest holding the source fingerprint,
+    ``meta`` and those facts. Returns (dir, manifest), or None if the run directory is
+    read-only (the caller then works without a cache)."""
+    root = _cache_root(source)
+    data, manifest = root / name, root / f"{name}.json"
+    fp = _fingerprint(source)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+        scratch.mkdir()
+    except OSError:
+        return None
+    try:
+        full = fp | meta | write(scratch / "data")
+        _publish(scratch / "data", data, manifest, full)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return data, full
+
+
 # ------------------------------------------------------------------------------------------
 # Log dumps
 
@@ -363,9 +403,12 @@ def load_history(
     try:
         header, notes, n = _history_rows(source, flat)
         out = scratch / "parquet"
-        spark.read.schema(history_schema()).option("mode", "FAILFAST").json(
-            str(flat)
-        ).write.parquet(str(out))
+        # maxStringLen: the flat file holds each op's value as one JSON string, and a final
+        # read's value (every drained record) passes Jackson's default 20M-char limit at a few
+        # million records; the reader then fails with an opaque MALFORMED_RECORD error.
+        spark.read.schema(history_schema()).option("mode", "FAILFAST").option(
+            "maxStringLen", str(2**31 - 1)
+        ).json(str(flat)).write.parquet(str(out))
     except CheckerInputError:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
