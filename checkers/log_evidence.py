@@ -580,6 +580,22 @@ def epoch_violation(
     cases = _merge_replicas(_epoch_findings(ev.txn()))
     if tv["used"] != 2:
         cases = cases.filter(~F.col("type").isin(*R.TV2_TYPES))
+    else:
+        # TV2 rules judge only producers seen committing the TV2 way (pyref._Scan.tv2_pids):
+        # a TV2 broker still serves TV0/1 clients, whose markers keep the epoch.
+        t = ev.txn()
+        commit = F.col("isControl") & (F.col("data_n") > 0) & (F.col("marker") == "COMMIT")
+        tv2 = (
+            t.filter(commit & (F.col("producerEpoch") == F.col("data_max") + 1))
+            .select("producerId")
+            .distinct()
+            .withColumn("_tv2", F.lit(True))
+        )
+        cases = (
+            cases.join(F.broadcast(tv2), "producerId", "left")
+            .filter(~F.col("type").isin(*R.TV2_TYPES) | F.col("_tv2").isNotNull())
+            .drop("_tv2")
+        )
     counts, chosen = _count_and_top(cases, max_examples)
     stats = {k: v for k, v in st.items() if not k.startswith("_")}
     stats["transaction_version"] = tv

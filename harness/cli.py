@@ -56,15 +56,19 @@ def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
     """Bring a cluster up, print how to reach it, hold it, tear it down."""
-    from harness.cluster import Cluster
+    from harness.backends import open_cluster
 
-    with Cluster(_cluster_config(args)) as cluster:
+    with open_cluster(_cluster_config(args), args.backend) as cluster:
+        # The Docker backend has no local installation: its brokers run in containers.
+        docker = cluster.install is None
+        network = "docker" if docker else ("netns" if cluster.uses_netns else "loopback")
         info = {
             "run_id": cluster.run_id,
-            "kafka_version": str(cluster.install.version) if cluster.install else None,
+            "backend": "docker" if docker else "process",
+            "kafka_version": args.kafka_version if docker else str(cluster.install.version),
             "bootstrap": cluster.bootstrap,
             "internal_bootstrap": cluster.internal_bootstrap,
-            "network": "netns" if cluster.uses_netns else "loopback",
+            "network": network,
             "store": str(cluster.dir),
             "ready_seconds": round(cluster.timings["ready"], 2),
         }
@@ -78,9 +82,10 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_reap(args: argparse.Namespace) -> int:
+    from harness.backend_docker import reap_docker
     from harness.runstate import reap_all
 
-    print(json.dumps(reap_all()))
+    print(json.dumps({**reap_all(), "docker": reap_docker()}, default=str))
     return 0
 
 
@@ -144,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="start a cluster, print its addresses, hold, tear down")
     _add_cluster_args(p)
     p.add_argument("--hold", type=float, default=0.0, help="seconds to keep it up")
+    from harness.backends import add_backend_argument
+
+    add_backend_argument(p)
     p.set_defaults(func=_cmd_cluster)
 
     p = sub.add_parser("versions", help="list Kafka versions on Maven Central")
@@ -151,12 +159,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_versions)
 
+    from harness.matrix import add_matrix_arguments, matrix_command
+    from harness.trends import add_trends_arguments, trends_command
+
+    p = sub.add_parser("matrix", help="run a set of scenarios against several Kafka versions")
+    add_matrix_arguments(p)
+    p.set_defaults(func=matrix_command)
+
+    p = sub.add_parser("trends", help="trends over stored matrix runs (on Spark)")
+    add_trends_arguments(p)
+    p.set_defaults(func=trends_command)
+
     p = sub.add_parser("report", help="(re)write a stored run's report.html")
     p.add_argument("run_dir")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("reap", help="clean up after harness runs that died")
     p.set_defaults(func=_cmd_reap)
+
+    from harness.serve import add_serve_arguments, index_command, serve_command
+
+    p = sub.add_parser("serve", help="serve a store's runs index and reports over HTTP")
+    add_serve_arguments(p)
+    p.set_defaults(func=serve_command)
+
+    p = sub.add_parser("index", help="write STORE/index.html: every run, verdict, report link")
+    p.add_argument("--store", default="store", metavar="DIR")
+    p.set_defaults(func=index_command)
+
+    from harness.campaign import add_arguments as add_campaign_arguments
+    from harness.campaign import campaign_command
+
+    p = sub.add_parser("campaign", help="many seeded runs: how often is each verdict right?")
+    add_campaign_arguments(p)
+    p.set_defaults(func=campaign_command)
 
     p = sub.add_parser("run", help="run one test on a fresh cluster and store its history")
     from harness.runner import add_run_arguments

@@ -264,7 +264,22 @@ def mutate(log: Log, kind: str, rng: random.Random, tv: int) -> tuple[Log, dict]
         del log[key][i]
         return log, {}
     if kind == "conflicting-marker":
-        cands = [(key, i) for key, i, r in _pid_records(log) if r["isControl"]]
+        # TV2 rules judge producers seen committing the TV2 way (a COMMIT at data epoch + 1).
+        tv2 = {
+            r["producerId"]
+            for key, i, r in _pid_records(log)
+            if r["isControl"]
+            and r["marker"] == "COMMIT"
+            and any(
+                x["producerId"] == r["producerId"]
+                and not x["isControl"]
+                and x["producerEpoch"] + 1 == r["producerEpoch"]
+                for x in log[key][:i]
+            )
+        }
+        cands = [
+            (key, i) for key, i, r in _pid_records(log) if r["isControl"] and r["producerId"] in tv2
+        ]
         if not cands or tv != 2:
             return None
         key, i = rng.choice(cands)
@@ -362,7 +377,14 @@ def hand_built() -> tuple[Log, dict[str, tuple[str, str]], dict]:
     case("below", [d(11, 3), m(11, 2, "COMMIT")], "marker-below-data")
     case("mreg", [d(12, 4), m(12, 5, "COMMIT"), m(12, 4, "ABORT")], "marker-epoch-regression")
     case("bump", [d(13, 1), d(13, 2), m(13, 3, "COMMIT")], "epoch-bump-in-open-transaction")
-    case("notbumped", [d(14, 1), m(14, 1, "COMMIT")], "marker-not-bumped")
+    # producer 14 commits the TV2 way once, then ends a transaction without the bump
+    case(
+        "notbumped",
+        [d(14, 1), m(14, 2, "COMMIT"), d(14, 2), m(14, 2, "COMMIT")],
+        "marker-not-bumped",
+    )
+    # producer 18 never commits the TV2 way: a TV0/1 client on a TV2 broker, not an anomaly
+    log[("data", "tv1client", 0)] = [d(18, 0), m(18, 0, "COMMIT"), d(18, 0), m(18, 0, "COMMIT")]
     case(
         "reuse",
         [d(15, 1), m(15, 1, "COMMIT"), d(15, 1), m(15, 2, "COMMIT")],
@@ -415,6 +437,7 @@ def test_hand_built_anomalies_python(tmp_path: Path) -> None:
     assert not res["valid"]
     for allowed in ("duplicate-marker", "unreconciled-replica", "open-transaction"):
         assert allowed not in res["bad_anomaly_types"]
+    assert "tv1client" not in found  # TV2 rules spare producers that never commit TV2-style
     # every record of an example is a full record
     ex = res["checkers"]["epoch_violation"]["examples"]["data-epoch-regression"][0]
     assert [r["offset"] for r in ex["records"]] == [1, 2]

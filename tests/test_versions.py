@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.errors import HarnessError
@@ -82,3 +84,22 @@ def test_versions_command_lists_real_versions_newest_first() -> None:
     assert any(v.startswith("3.9.") for v in versions)
     assert any(v.startswith("4.0.") for v in versions)
     assert any(r["installed"] for r in rows)
+
+
+def test_versions_command_marks_versions_not_seen_by_a_matrix(tmp_path: Path) -> None:
+    """``store/versions-seen.json`` (written by the matrix) decides what is NEW."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "versions-seen.json").write_text(json.dumps(["3.9.2", "4.3.1"]))
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "versions", "--json", "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    rows = {r["version"]: r for r in json.loads(out.stdout)}
+    assert not rows["4.3.1"]["new"] and not rows["3.9.2"]["new"]
+    assert rows["4.0.0"]["new"]
