@@ -6,7 +6,7 @@ cell, not the whole matrix; and the cell is exactly what a user would re-run by 
 
 The run's contract: exit 0 = valid, 1 = invalid, 2 = unusable; ``<cell store>/latest`` is the
 run directory with ``summary.json``, ``results.json`` (the checkers' verdict) and
-``report.html``. Runs that predate ``results.json`` are judged from the stand-in summary.
+``report.html``. A run without ``results.json`` has no verdict.
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def verdict_of(
 ) -> tuple[str, str]:
     """(verdict, source): ``valid``, ``invalid``, ``unknown`` or ``error``, and what said so.
 
-    The checkers' ``results.json`` wins; without it, exit status 1/2 of the contract; without
-    either (a run from before the contract, which always exits 0) the stand-in summary."""
+    The checkers' ``results.json`` wins; without it, exit status 1 (invalid) or any other
+    status (error): a run that exits 0 without a verdict on disk has not been judged."""
     if rc is None:
         return "error", "timeout"
     if results is not None:
@@ -105,11 +105,7 @@ def verdict_of(
         return ("error" if rc == 2 else "unknown"), "results.json"
     if rc == 1:
         return "invalid", "exit status"
-    if rc != 0:
-        return "error", "exit status"
-    if summary is None or "summary" not in summary:
-        return "error", "no summary.json"
-    return ("valid" if summary["summary"].get("exactly_once") else "invalid"), "stand-in summary"
+    return "error", ("exit status" if rc != 0 else "no results.json")
 
 
 def outcome_of(expected: str, verdict: str) -> str:
@@ -118,13 +114,6 @@ def outcome_of(expected: str, verdict: str) -> str:
     if verdict in ("error", "unknown"):
         return "error"
     return "pass" if verdict == expected else "fail"
-
-
-def stand_in_anomalies(summary: dict[str, Any] | None) -> dict[str, int]:
-    """Anomaly counts from the stand-in summary (used only when there is no results.json)."""
-    s = (summary or {}).get("summary") or {}
-    names = {"duplicates": "duplicate", "missing": "lost", "unexpected": "unexpected-output"}
-    return {names[k]: int(s[k]) for k in names if s.get(k)}
 
 
 def recovery_seconds(history: Path) -> list[float]:
@@ -213,8 +202,7 @@ def judge_cell(
         anomalies = {str(k): int(v) for k, v in (results.get("anomalies") or {}).items() if v}
         bad = [str(t) for t in results.get("bad_anomaly_types") or []]
     else:
-        anomalies = stand_in_anomalies(summary)
-        bad = sorted(anomalies) if verdict == "invalid" else []
+        anomalies, bad = {}, []
     stats = (summary or {}).get("stats") or {}
     if not stats.get("txns_per_s"):
         # No processor transactions in the history (Kafka's Java copier records none): the

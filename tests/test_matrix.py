@@ -112,7 +112,7 @@ def test_versions_seen_baseline_then_tested(tmp_path: Path) -> None:
 # --- cell verdicts -----------------------------------------------------------------------
 
 
-def test_verdict_prefers_results_then_exit_status_then_summary() -> None:
+def test_verdict_prefers_results_then_exit_status() -> None:
     ok = {"summary": {"exactly_once": True}}
     bad = {"summary": {"exactly_once": False}}
     assert verdict_of(0, {"valid": True}, bad) == ("valid", "results.json")
@@ -121,8 +121,8 @@ def test_verdict_prefers_results_then_exit_status_then_summary() -> None:
     assert verdict_of(0, {"valid": "unknown"}, ok) == ("unknown", "results.json")
     assert verdict_of(1, None, ok) == ("invalid", "exit status")
     assert verdict_of(2, None, ok) == ("error", "exit status")
-    assert verdict_of(0, None, bad) == ("invalid", "stand-in summary")
-    assert verdict_of(0, None, None) == ("error", "no summary.json")
+    assert verdict_of(0, None, bad) == ("error", "no results.json")  # the drain tally is no verdict
+    assert verdict_of(0, None, None) == ("error", "no results.json")
     assert verdict_of(None, {"valid": True}, ok) == ("error", "timeout")
 
 
@@ -197,16 +197,16 @@ def test_judge_cell_from_results(tmp_path: Path) -> None:
     assert "duplicate=7" in rec["message"] and str(run / "report.html") in rec["message"]
 
 
-def test_judge_cell_without_results_uses_the_stand_in(tmp_path: Path) -> None:
+def test_judge_cell_without_results_has_no_verdict(tmp_path: Path) -> None:
     cell = expand(["4.3.1"], [SCENARIOS["eos-python-none"]])[0]
     _fake_run(tmp_path, None, exactly_once=False)
     rec = judge_cell(cell, tmp_path, 0, 10.0)
     assert (rec["verdict"], rec["verdict_source"], rec["outcome"]) == (
-        "invalid",
-        "stand-in summary",
-        "fail",
+        "error",
+        "no results.json",
+        "error",
     )
-    assert rec["anomalies"] == {"duplicate": 4}
+    assert rec["anomalies"] == {}
 
 
 def test_judge_cell_without_a_run_dir_is_an_error(tmp_path: Path) -> None:
