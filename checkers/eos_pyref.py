@@ -18,7 +18,7 @@ import os
 from collections import defaultdict
 from typing import Any
 
-from checkers.eos_pyref_parse import EosRun, Op, parse_run
+from checkers.eos_pyref_parse import EosRun, Op, Rec, parse_run
 from checkers.pyref import CheckerInputError, aborted_in_log, read_logdump
 
 __all__ = ["SAFETY_CHECKS", "EosRun", "check_eos_py", "combine_eos", "parse_run"]
@@ -48,7 +48,7 @@ def _readable(run: EosRun, src_partition: int) -> bool:
     return run.reads_ok.get(src_partition % _n_out(run), False)
 
 
-def _rec(r: dict[str, Any]) -> dict[str, Any]:
+def _rec(r: Rec) -> dict[str, Any]:
     keep = ("topic", "partition", "offset", "key", "value", "headers")
     return {k: r[k] for k in keep}
 
@@ -59,7 +59,7 @@ def result(name: str, cases: list[dict[str, Any]], max_examples: int) -> dict[st
 
 
 def _txn_ops(run: EosRun, key: tuple[int, int]) -> list[Op]:
-    return [o for o in (run.txn_invoke.get(key), run.txn_done.get(key)) if o is not None]
+    return [run.ops[t.index] for t in (run.txn_invoke.get(key), run.txn_done.get(key)) if t]
 
 
 # ------------------------------------------------------------------------------------------
@@ -70,9 +70,9 @@ def check_lost(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Acknowledged seeds below the group's committed offset with no committed output."""
     have = {r["ident"] for r in run.drain}
     cases = []
-    for val, p, o in sorted(run.seeds, key=lambda s: (s[1], s[2])):
+    for val, p, o, send_index in sorted(run.seeds, key=lambda s: (s[1], s[2])):
         if o < run.committed.get(p, -1) and f"{p}/{o}" not in have and _readable(run, p):
-            send = run.ops[run.seed_op[val]]
+            send = run.ops[send_index]
             cases.append(
                 {
                     "values": [val],
@@ -86,7 +86,7 @@ def check_lost(run: EosRun, max_examples: int) -> dict[str, Any]:
 
 def check_duplicate(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Inputs with more than one committed output."""
-    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by: dict[str, list[Rec]] = defaultdict(list)
     for r in run.drain:
         by[r["ident"]].append(r)
     cases = []
@@ -157,7 +157,7 @@ def check_zombie(run: EosRun, max_examples: int) -> dict[str, Any]:
         key = (inst, r["txn_seq"])
         inv = run.txn_invoke.get(key) if r["txn_seq"] is not None else None
         why: dict[str, Any] | None = None
-        if inst in fences and inv is not None and inv["time"] > fences[inst][0]:
+        if inst in fences and inv is not None and inv.time > fences[inst][0]:
             why = {"reason": "fenced", "fence_op": fences[inst][1]}
         elif r["generation"] is not None and r["generation"] >= 0 and r["src_p"] is not None:
             newer = [
@@ -196,7 +196,7 @@ def check_aborted_read(run: EosRun, max_examples: int) -> dict[str, Any]:
             )
     for key in sorted(run.txn_invoke):
         inv = run.txn_invoke[key]
-        bad = [x[2] for x in inv["value"].get("inputs") or [] if x[2] in run.poison]
+        bad = [x[2] for x in inv.items if x[2] in run.poison]
         if bad:
             cases.append({"values": bad, "kind": "poison-input", "ops": _txn_ops(run, key)})
     return result("aborted-read", cases, max_examples)
@@ -226,7 +226,7 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
     cases = []
     for key in sorted(run.txn_invoke):
         inv = run.txn_invoke[key]
-        inputs = inv["value"].get("inputs") or []
+        inputs = inv.items
         want = {f"{int(p)}/{int(o)}" for p, o, _v in inputs}
         if not want or not all(_readable(run, int(x[0])) for x in inputs):
             continue
@@ -235,8 +235,8 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
         kind = None
         if have and have != want:
             kind = "partial"
-        elif not have and done is not None and done["type"] == "ok":
-            offs = done["value"].get("offsets") or []
+        elif not have and done is not None and done.type == "ok":
+            offs = done.items
             if offs and all(run.committed.get(int(p), -1) >= int(n) for p, n in offs):
                 kind = "ok-offsets-committed-outputs-absent"
         if kind is not None:
@@ -257,7 +257,7 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
 def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Within an output partition, first outputs of one input partition in input order."""
     seen: set[str] = set()
-    last: dict[tuple[int, int], dict[str, Any]] = {}
+    last: dict[tuple[int, int], Rec] = {}
     cases = []
     for r in run.drain:  # sorted by (partition, offset)
         if r["src_p"] is None or r["ident"] in seen:
@@ -314,7 +314,7 @@ def check_progress(run: EosRun, max_examples: int) -> dict[str, Any]:
         "count": len(missing) + len(unread) + (0 if drain_type == "ok" else 1),
         "examples": [
             {"values": [v], "input": [p, o], "committed_offset": run.committed.get(p)}
-            for v, p, o in missing[:max_examples]
+            for v, p, o, _i in missing[:max_examples]
         ],
     }
 

@@ -6,9 +6,10 @@ This module runs the same state machine the obvious way, one record at a time, s
 tests can demand that both give identical results, and the benchmark has a baseline to beat.
 
 It also holds what both implementations share and that must not depend on Spark (pyspark is an
-optional extra): the dump format and its validation, the anomaly names and which of them are
-allowed, the rules that pick the records shown in examples, the wording of reasons, and the
-shape of a checker result. Definitions are in ``docs/anomalies.md``, "Broker log evidence".
+optional extra): the validation of the dump format (the format itself, shared with the writer,
+is :mod:`history.logdump_format`), the anomaly names and which of them are allowed, the rules
+that pick the records shown in examples, the wording of reasons, and the shape of a checker
+result. Definitions are in ``docs/anomalies.md``, "Broker log evidence".
 
 Public API::
 
@@ -28,53 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-LOGDUMP_FORMAT: Final = 1
-KINDS: Final = ("data", "offsets", "txnlog")
-#: Kinds whose records come from producers (and so carry producer ids, epochs and markers).
-TXN_KINDS: Final = ("data", "offsets")
-MARKERS: Final = ("COMMIT", "ABORT")
-
-#: Every field of a dumped record, in the order examples show them.
-FIELDS: Final[tuple[str, ...]] = (
-    "node",
-    "kind",
-    "topic",
-    "partition",
-    "offset",
-    "baseOffset",
-    "lastOffset",
-    "count",
-    "baseSequence",
-    "lastSequence",
-    "producerId",
-    "producerEpoch",
-    "partitionLeaderEpoch",
-    "isTransactional",
-    "isControl",
-    "sequence",
-    "create_time",
-    "header_keys",
-    "key",
-    "payload",
-    "marker",
-    "coordinator_epoch",
-    "segment",
+#: The dump format (kinds, fields, which are required) lives in :mod:`history.logdump_format`,
+#: shared with the writer; these names stay importable from here.
+from history.logdump_format import (
+    FIELDS,
+    HEADER_KEY,
+    KINDS,
+    LOGDUMP_FORMAT,
+    MARKERS,
+    OPTIONAL_INT,
+    OPTIONAL_STR,
+    REQUIRED_BOOL,
+    REQUIRED_INT,
+    REQUIRED_STR,
+    TXN_KINDS,
 )
-REQUIRED_INT: Final = ("node", "partition", "offset", "producerId", "producerEpoch")
-REQUIRED_BOOL: Final = ("isTransactional", "isControl")
-REQUIRED_STR: Final = ("topic", "kind")
-OPTIONAL_INT: Final = (
-    "baseOffset",
-    "lastOffset",
-    "count",
-    "baseSequence",
-    "lastSequence",
-    "partitionLeaderEpoch",
-    "sequence",
-    "create_time",
-    "coordinator_epoch",
-)
-OPTIONAL_STR: Final = ("key", "payload", "marker", "segment")
 
 #: What two replicas must agree on at one offset.
 FINGERPRINT_FIELDS: Final = (
@@ -206,11 +175,11 @@ def read_header(path: Path) -> dict[str, Any]:
         raise CheckerInputError(
             f"{path}:1: header is not valid JSON: {snippet(first.decode('utf-8', 'replace'))}"
         ) from None
-    if not isinstance(header, dict) or "logdump_format" not in header:
-        raise CheckerInputError(f"{path}:1: not a log dump (no logdump_format header)")
-    if header["logdump_format"] != LOGDUMP_FORMAT:
+    if not isinstance(header, dict) or HEADER_KEY not in header:
+        raise CheckerInputError(f"{path}:1: not a log dump (no {HEADER_KEY} header)")
+    if header[HEADER_KEY] != LOGDUMP_FORMAT:
         raise CheckerInputError(
-            f"{path}:1: unsupported logdump format {header['logdump_format']!r} "
+            f"{path}:1: unsupported logdump format {header[HEADER_KEY]!r} "
             f"(this checker reads {LOGDUMP_FORMAT})"
         )
     return header

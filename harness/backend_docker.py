@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import docker_plan as dp
-from harness.cluster import Cluster, ClusterConfig, _new_cluster_id, default_broker_settings
+from harness.cluster import ClusterConfig, _new_cluster_id, default_broker_settings
+from harness.cluster_base import ClusterBase, check_config
 from harness.errors import HarnessError
 from harness.kafka_wire import PartitionView, fetch_metadata, fetch_partitions
-from harness.runstate import MARKER_ENV, new_run_id
+from harness.runstate import new_run_id
 from harness.toxiproxy import Toxiproxy
 from harness.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
 from harness.waits import wait_for
@@ -296,7 +297,7 @@ class DockerNode:
 # --- the cluster ------------------------------------------------------------------------
 
 
-class DockerCluster:
+class DockerCluster(ClusterBase[DockerNode]):
     """``with DockerCluster(ClusterConfig(...)) as c:``; the API of ``harness.cluster.Cluster``."""
 
     def __init__(
@@ -308,10 +309,7 @@ class DockerCluster:
         **kwargs: Any,
     ) -> None:
         self.config = config or ClusterConfig(**kwargs)
-        if self.config.nodes < 1:
-            raise HarnessError("a cluster needs at least one node")
-        if self.config.transaction_version not in (None, 0, 1, 2):
-            raise HarnessError("transaction.version must be 0, 1 or 2")
+        check_config(self.config)
         self.client = client
         self.use_ryuk = use_ryuk
         self.run_id = new_run_id()
@@ -335,21 +333,6 @@ class DockerCluster:
         self._old_sigterm: Any = None
 
     # --- lifecycle --------------------------------------------------------------------
-
-    def __enter__(self) -> DockerCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def env(self) -> dict[str, str]:
-        return dict(os.environ, **{MARKER_ENV: self.run_id})
 
     @property
     def uses_netns(self) -> bool:
@@ -472,10 +455,6 @@ class DockerCluster:
             repo, _, tag = plan.toxiproxy_image.rpartition(":")
             images.pull(repo, tag=tag)
 
-    def _install_signal_handlers(self) -> None:
-        # Same handling as the process backend: SIGTERM unwinds through stop().
-        Cluster._install_signal_handlers(self)  # type: ignore[arg-type]
-
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Every broker registered and unfenced, then a transaction through toxiproxy."""
         deadline = time.monotonic() + timeout
@@ -496,12 +475,9 @@ class DockerCluster:
 
     def stop(self) -> None:
         """Heal, save logs, kill brokers, dump segments, remove everything. Idempotent."""
-        if self._stopped:
+        if not self._first_stop():
             return
-        self._stopped = True
         t0 = time.monotonic()
-        with contextlib.suppress(Exception):
-            atexit.unregister(self.stop)
         self._admin = None
         if self.client is not None and self.plan is not None:
             try:
@@ -522,12 +498,7 @@ class DockerCluster:
                     log.warning("log segment dump failed: %s", exc)
             self.timings["dump"] = time.monotonic() - t0
             self._remove_created()
-        if self._old_sigterm is not None:
-            import signal
-            import threading
-
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, self._old_sigterm)
+        self._restore_signal_handlers()
         self.timings["teardown"] = time.monotonic() - t0
 
     def _remove_created(self) -> None:
@@ -564,7 +535,8 @@ class DockerCluster:
     def dump_log_segments(self) -> Path:
         """``evidence/logdump.jsonl`` in the process backend's format, dumped in a helper
         container that mounts every node's data volume (the brokers are dead by then)."""
-        from harness.evidence import _KIND_ARGS, LOGDUMP_FORMAT, parse_dump
+        from harness.evidence import _KIND_ARGS, parse_dump
+        from history.logdump_format import header
 
         plan = self.plan_or_fail()
         assert self.dir is not None
@@ -575,8 +547,7 @@ class DockerCluster:
         out_dir.mkdir(parents=True, exist_ok=True)
         out = out_dir / "logdump.jsonl"
         with open(out, "w") as fh:
-            fh.write(json.dumps({"logdump_format": LOGDUMP_FORMAT, "nodes": len(plan.nodes)}))
-            fh.write("\n")
+            fh.write(json.dumps(header(len(plan.nodes))) + "\n")
             for n in plan.nodes:
                 res = helper.exec_run(["find", f"/dump/n{n.node_id}", "-name", "*.log"])
                 listing = (res[1] or b"").decode(errors="replace").split()
@@ -617,24 +588,8 @@ class DockerCluster:
         plan = self.plan_or_fail()
         return ",".join(f"{plan.host_ip}:{n.observe_port}" for n in plan.nodes)
 
-    # The admin client and the "freshest view" rules are the process backend's, borrowed
-    # rather than copied so the two backends cannot drift apart.
-    admin = Cluster.admin
-    partition_view = Cluster.partition_view
-    leader = Cluster.leader
-    isr = Cluster.isr
-    group_coordinator = Cluster.group_coordinator
-    txn_coordinator = Cluster.txn_coordinator
-    isolate = Cluster.isolate
-    restart = Cluster.restart
-
-    def node(self, node_id: int) -> DockerNode:
-        if not 1 <= node_id <= len(self.nodes):
-            raise HarnessError(f"no node {node_id} (cluster has {len(self.nodes)})")
-        return self.nodes[node_id - 1]
-
-    def node_ids(self) -> list[int]:
-        return [n.node_id for n in self.nodes]
+    # The admin client, node verbs and the "freshest view" rules are the process backend's,
+    # shared through ClusterBase so the two backends cannot drift apart.
 
     # --- look-ups ---------------------------------------------------------------------
 
@@ -685,24 +640,6 @@ class DockerCluster:
         raise HarnessError("no running broker could describe the metadata quorum")
 
     # --- node control -----------------------------------------------------------------
-
-    def node_state(self, node_id: int) -> str | None:
-        return self.node(node_id).state()
-
-    def node_alive(self, node_id: int) -> bool:
-        return self.node(node_id).alive()
-
-    def pause(self, node_id: int) -> None:
-        self.node(node_id).pause()
-
-    def resume(self, node_id: int) -> None:
-        self.node(node_id).resume()
-
-    def kill(self, node_id: int) -> None:
-        self.node(node_id).kill()
-
-    def stop_node(self, node_id: int) -> bool:
-        return self.node(node_id).stop()
 
     def start_node(self, node_id: int, timeout: float = 60.0) -> None:
         """Start the container again on its volume, re-apply partitions, wait registered.
@@ -777,9 +714,7 @@ class DockerCluster:
 
     def heal_all(self) -> None:
         """Undo every fault: unpause, flush partition chains, drop toxics."""
-        for node in self.nodes:
-            if node.state() == "T":
-                node.resume()
+        self._resume_paused()
         self.heal()
         if self.toxiproxy is not None:
             self.toxiproxy.reset()

@@ -17,19 +17,17 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from harness import coordinators
+from harness.cluster_base import ClusterBase, check_config
 from harness.errors import HarnessError
 from harness.evidence import dump_log_segments
 from harness.install import Installation, ensure_installed
@@ -37,7 +35,6 @@ from harness.kafka_wire import PartitionView, fetch_metadata, fetch_partitions
 from harness.network import BridgeNetwork, LoopbackNetwork, namespaces_available, subnet_in_use
 from harness.node import INTERNAL_PORT, KafkaNode
 from harness.runstate import (
-    MARKER_ENV,
     Slot,
     acquire_slot,
     live_run_ids,
@@ -114,15 +111,12 @@ class ClusterConfig:
     dump_logs: bool = True
 
 
-class Cluster:
+class Cluster(ClusterBase[KafkaNode]):
     """Start with ``with Cluster(ClusterConfig(...)) as c:``; see the module docstring."""
 
     def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
         self.config = config or ClusterConfig(**kwargs)
-        if self.config.nodes < 1:
-            raise HarnessError("a cluster needs at least one node")
-        if self.config.transaction_version not in (None, 0, 1, 2):
-            raise HarnessError("transaction.version must be 0, 1 or 2")
+        check_config(self.config)
         self.run_id = new_run_id()
         self.install: Installation | None = None
         self.slot: Slot | None = None
@@ -140,22 +134,6 @@ class Cluster:
         self.timings: dict[str, float] = {}
 
     # --- lifecycle --------------------------------------------------------------------
-
-    def __enter__(self) -> Cluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def env(self) -> dict[str, str]:
-        """The environment of every process we spawn: carries the run marker."""
-        return dict(os.environ, **{MARKER_ENV: self.run_id})
 
     @property
     def uses_netns(self) -> bool:
@@ -299,23 +277,11 @@ class Cluster:
                     f"formatting node {node.node_id} failed: {lines[-1] if lines else out}"
                 )
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def on_term(signum: int, frame: FrameType | None) -> None:
-            raise SystemExit(128 + signum)
-
-        self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
-
     def stop(self) -> None:
         """Heal, collect evidence, stop everything, remove everything. Safe to call twice."""
-        if self._stopped:
+        if not self._first_stop():
             return
-        self._stopped = True
         t0 = time.monotonic()
-        with contextlib.suppress(Exception):
-            atexit.unregister(self.stop)
         try:
             self.heal_all()
         except Exception as exc:  # cleanup continues whatever failed
@@ -350,8 +316,7 @@ class Cluster:
             if self.data_root is not None:
                 shutil.rmtree(self.data_root, ignore_errors=True)
             self.slot.release()
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
+        self._restore_signal_handlers()
         self.timings["teardown"] = time.monotonic() - t0
 
     # --- addresses and clients ---------------------------------------------------------
@@ -370,24 +335,6 @@ class Cluster:
     def internal_bootstrap(self) -> str:
         """Direct inter-broker listeners: what the harness uses to observe, bypassing toxics."""
         return ",".join(n.internal_address for n in self.nodes)
-
-    def admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        if self._admin is None:
-            self._admin = AdminClient(
-                {
-                    "bootstrap.servers": self.internal_bootstrap,
-                    "log_level": 0,
-                    "socket.timeout.ms": 5000,
-                }
-            )
-        return self._admin
-
-    def node(self, node_id: int) -> KafkaNode:
-        if not 1 <= node_id <= len(self.nodes):
-            raise HarnessError(f"no node {node_id} (cluster has {len(self.nodes)})")
-        return self.nodes[node_id - 1]
 
     # --- readiness ---------------------------------------------------------------------
 
@@ -448,69 +395,10 @@ class Cluster:
                 views.append(view)
         return views
 
-    def partition_view(self, topic: str, partition: int) -> PartitionView:
-        """The freshest view: highest leader epoch, preferring the leader's own answer.
-
-        An isolated broker keeps a stale view (it believes it still leads); its epoch is
-        lower than the one the majority moved to, so it loses here.
-        """
-        views = self.partition_views(topic, partition)
-        if not views:
-            raise HarnessError(f"no live broker has metadata for {topic}-{partition}")
-        top = max(v.leader_epoch for v in views)
-        fresh = [v for v in views if v.leader_epoch == top]
-        own = [v for v in fresh if v.source == v.leader]
-        return (own or fresh)[0]
-
-    def leader(self, topic: str, partition: int) -> int | None:
-        leader = self.partition_view(topic, partition).leader
-        return leader if leader >= 0 else None
-
-    def isr(self, topic: str, partition: int) -> list[int]:
-        return list(self.partition_view(topic, partition).isr)
-
-    def group_coordinator(self, group_id: str) -> int | None:
-        p = coordinators.partition_for(group_id, int(self.settings["offsets.topic.num.partitions"]))
-        return self.leader("__consumer_offsets", p)
-
-    def txn_coordinator(self, transactional_id: str) -> int | None:
-        n = int(self.settings["transaction.state.log.num.partitions"])
-        return self.leader("__transaction_state", coordinators.partition_for(transactional_id, n))
-
     def active_controller(self) -> int:
         return coordinators.active_controller(self)
 
     # --- node control ------------------------------------------------------------------
-
-    def node_ids(self) -> list[int]:
-        return [n.node_id for n in self.nodes]
-
-    def node_state(self, node_id: int) -> str | None:
-        return self.node(node_id).state()
-
-    def node_alive(self, node_id: int) -> bool:
-        return self.node(node_id).alive()
-
-    def pause(self, node_id: int) -> None:
-        self.node(node_id).pause()
-
-    def resume(self, node_id: int) -> None:
-        self.node(node_id).resume()
-
-    def kill(self, node_id: int) -> None:
-        self.node(node_id).kill()
-
-    def stop_node(self, node_id: int) -> bool:
-        return self.node(node_id).stop()
-
-    def restart(self, node_id: int, *, clean: bool = False, timeout: float = 60.0) -> None:
-        """Stop (clean or kill -9) and start again on the same data; waits until registered."""
-        node = self.node(node_id)
-        if clean:
-            node.stop()
-        else:
-            node.kill()
-        self.start_node(node_id, timeout=timeout)
 
     def start_node(self, node_id: int, timeout: float = 60.0) -> None:
         node = self.node(node_id)
@@ -536,10 +424,6 @@ class Cluster:
         for g in groups:
             if g is not largest:
                 self._cut.update(g)
-
-    def isolate(self, node_id: int) -> None:
-        others = [n.node_id for n in self.nodes if n.node_id != node_id]
-        self.partition([node_id], others)
 
     def heal(self) -> None:
         assert self.net is not None
@@ -571,9 +455,7 @@ class Cluster:
 
     def heal_all(self) -> None:
         """Undo every fault: resume paused nodes, heal partitions, drop toxics."""
-        for node in self.nodes:
-            if node.state() == "T":
-                node.resume()
+        self._resume_paused()
         if self.net is not None:
             self.net.heal()
             self._cut.clear()

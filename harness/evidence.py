@@ -6,8 +6,8 @@ written as one JSON object, carrying its batch's producer id, producer epoch,
 transactional and control flags, so that the epoch and zombie checkers can judge from what
 the brokers actually stored. Internal topics are decoded with the tool's own decoders.
 
-Output: ``<run>/evidence/logdump.jsonl`` (the format is documented in
-``docs/history-format.md``, section "Broker log dumps").
+Output: ``<run>/evidence/logdump.jsonl``, in the format of :mod:`history.logdump_format`
+(described in ``docs/anomalies.md``, section "Broker log evidence", "Input").
 """
 
 from __future__ import annotations
@@ -18,20 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from history.logdump_format import BATCH_FIELDS, KINDS, header
+
 if TYPE_CHECKING:
     from harness.cluster import Cluster
 
-LOGDUMP_FORMAT = 1
 _PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\{.*?\}(?= \w+: |$)|\S+)")
+#: DumpLogSegments' fields that are booleans and integers (the batch header's among them).
+_BOOL_FIELDS = {"isTransactional", "isControl", "isvalid"}
 _INT_FIELDS = {
-    "baseOffset",
-    "lastOffset",
-    "count",
-    "baseSequence",
-    "lastSequence",
-    "producerId",
-    "producerEpoch",
-    "partitionLeaderEpoch",
+    *BATCH_FIELDS,
     "position",
     "CreateTime",
     "size",
@@ -40,20 +36,7 @@ _INT_FIELDS = {
     "valueSize",
     "sequence",
     "coordinatorEpoch",
-}
-_BOOL_FIELDS = {"isTransactional", "isControl", "isvalid"}
-_BATCH_KEEP = (
-    "baseOffset",
-    "lastOffset",
-    "count",
-    "baseSequence",
-    "lastSequence",
-    "producerId",
-    "producerEpoch",
-    "partitionLeaderEpoch",
-    "isTransactional",
-    "isControl",
-)
+} - _BOOL_FIELDS
 _DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
@@ -97,7 +80,7 @@ def parse_dump(text: str, node: int) -> list[dict[str, Any]]:
                 body, key = body.split(" key: ", 1)
             rec = _fields(body)
             row: dict[str, Any] = {"node": node, "topic": topic, "partition": partition}
-            row.update({k: batch.get(k) for k in _BATCH_KEEP})
+            row.update({k: batch.get(k) for k in BATCH_FIELDS})
             row["offset"] = rec.get("offset")
             row["sequence"] = rec.get("sequence")
             row["create_time"] = rec.get("CreateTime")
@@ -116,7 +99,7 @@ def parse_dump(text: str, node: int) -> list[dict[str, Any]]:
 
 def _segments(data_dir: Path) -> dict[str, list[Path]]:
     """Segment files by kind of topic: user data, offsets, transaction log."""
-    kinds: dict[str, list[Path]] = {"data": [], "offsets": [], "txnlog": []}
+    kinds: dict[str, list[Path]] = {kind: [] for kind in KINDS}
     if not data_dir.exists():
         return kinds
     for part in sorted(data_dir.iterdir()):
@@ -164,7 +147,7 @@ def dump_log_segments(cluster: Cluster) -> Path | None:
 
     out = out_dir / "logdump.jsonl"
     with ThreadPoolExecutor(max_workers=2) as pool, open(out, "w") as fh:
-        fh.write(json.dumps({"logdump_format": LOGDUMP_FORMAT, "nodes": len(cluster.nodes)}) + "\n")
+        fh.write(json.dumps(header(len(cluster.nodes))) + "\n")
         for rows in pool.map(run, jobs):
             for row in rows:
                 fh.write(json.dumps(row, separators=(",", ":")) + "\n")

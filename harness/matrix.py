@@ -31,6 +31,7 @@ from harness.errors import HarnessError
 from harness.matrix_cells import base_record, run_cell
 from harness.matrix_output import write_json_atomic, write_outputs
 from harness.matrix_scenarios import SCENARIO_SETS, Cell, expand, resolve_scenarios
+from harness.storefiles import new_unique_dir
 from harness.trends_data import matrix_root, new_safety_anomalies, seen_safety_types
 from harness.versions import KafkaVersion, nearest_versions, released_versions, sort_versions
 
@@ -142,16 +143,8 @@ def update_seen(store: Path, available: list[str] | None, tested: list[str]) -> 
 
 
 def new_matrix_dir(store: Path) -> Path:
-    root = matrix_root(store).resolve()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for n in range(100):
-        path = root / (stamp if n == 0 else f"{stamp}-{n}")
-        try:
-            path.mkdir(parents=True)
-        except FileExistsError:
-            continue
-        return path
-    raise HarnessError(f"cannot create a matrix directory under {root}")
+    return new_unique_dir(matrix_root(store).resolve(), stamp, "matrix directory")
 
 
 def _install(version: str) -> str | None:

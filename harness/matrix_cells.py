@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.matrix_scenarios import Cell
+from harness.storefiles import read_json_dict
 
 #: Anomaly types that speak about liveness, not safety: they never make a "new safety" failure.
 LIVENESS_TYPES = frozenset({"progress", "unseen", "stuck", "drain-timeout"})
@@ -68,14 +69,6 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
             proc.kill()
             proc.wait()
         raise
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _last_line(path: Path) -> str:
@@ -195,8 +188,8 @@ def judge_cell(
     """The cell's record in ``matrix.json`` from its exit status and its run directory."""
     link = store / "latest"
     run_dir = link.resolve() if link.exists() else None
-    summary = _json(run_dir / "summary.json") if run_dir else None
-    results = _json(run_dir / "results.json") if run_dir else None
+    summary = read_json_dict(run_dir / "summary.json") if run_dir else None
+    results = read_json_dict(run_dir / "results.json") if run_dir else None
     verdict, source = verdict_of(rc, results, summary)
     if results is not None:
         anomalies = {str(k): int(v) for k, v in (results.get("anomalies") or {}).items() if v}

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import HarnessError
+from harness.storefiles import new_unique_dir
 from harness.versions import DEFAULT_KAFKA_VERSION
 
 if TYPE_CHECKING:
@@ -258,16 +259,8 @@ def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
 
 def new_run_dir(store: Path, test_name: str) -> Path:
     """``store/<test>/<timestamp>``, unique even for two runs within one second."""
-    base = store.resolve() / test_name
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    for n in range(100):
-        path = base / (stamp if n == 0 else f"{stamp}-{n}")
-        try:
-            path.mkdir(parents=True)
-        except FileExistsError:
-            continue
-        return path
-    raise HarnessError(f"cannot create a run directory under {base}")
+    return new_unique_dir(store.resolve() / test_name, stamp, "run directory")
 
 
 def _link_latest(link: Path, target: Path) -> None:

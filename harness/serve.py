@@ -15,7 +15,6 @@ Only the standard library's HTTP server is used: this is a local tool for one re
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.storefiles import read_json_dict
 
 TEMPLATES = Path(__file__).resolve().parent / "report" / "templates"
 #: Directories a run keeps its own files in: never searched for further runs.
@@ -43,14 +43,6 @@ class RunRow:
     verdict_text: str
     anomalies: dict[str, int] = field(default_factory=dict)
     report: str | None = None  # link relative to the store
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
@@ -86,9 +78,9 @@ def _verdict(results: dict[str, Any] | None, summary: dict[str, Any] | None) -> 
 
 def read_run(store: Path, run_dir: Path) -> RunRow:
     """The index row of one run directory; missing files mean an unfinished run, not an error."""
-    config = _json(run_dir / "config.json") or {}
-    results = _json(run_dir / "results.json")
-    summary = _json(run_dir / "summary.json")
+    config = read_json_dict(run_dir / "config.json") or {}
+    results = read_json_dict(run_dir / "results.json")
+    summary = read_json_dict(run_dir / "summary.json")
     rel = run_dir.relative_to(store).as_posix()
     verdict, text = _verdict(results, summary)
     if results is not None:

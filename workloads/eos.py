@@ -19,10 +19,8 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -34,32 +32,29 @@ from history import Recorder
 from workloads import eos_final
 from workloads.eos_config import EosOptions
 from workloads.eos_seeder import SeedResult, result_from_history
+from workloads.processes import PROJECT_ROOT, Child, Supervisor, child_env, spawn_module
 
 if TYPE_CHECKING:
     from harness.cluster import Cluster
 
 log = logging.getLogger("workloads.eos")
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: An instance that dies sooner than this after its start delays its successor by as much,
 #: so a processor that cannot start (bad config, broker gone) does not spin the CPU.
 MIN_LIFETIME_S = 2.0
 MONITOR_INTERVAL_S = 0.2
 
-
-@dataclass
-class _Instance:
-    instance: int
-    slot: int
-    proc: subprocess.Popen[bytes]
-    log: IO[bytes]
-    started: float
-    transactional_id: str | None = None
-    reaped: bool = False
+#: A processor instance (its ``process`` is the instance number, its history process id).
+_Instance = Child
 
 
-class EosWorkload:
+class EosWorkload(Supervisor):
     """One eos test's workload side. Use as a context manager so processors never outlive it."""
+
+    id_key = "instance"
+    exit_f = "processor-exit"
+    min_lifetime_s = MIN_LIFETIME_S
+    monitor_interval_s = MONITOR_INTERVAL_S
 
     def __init__(self, options: EosOptions, cluster: Cluster, run_dir: Path) -> None:
         options.validate()
@@ -67,23 +62,16 @@ class EosWorkload:
             raise HarnessError("the cluster must be started before the workload")
         self.options = options
         self.cluster = cluster
-        self.run_dir = Path(run_dir)
-        self.processes_dir = self.run_dir / "processes"
-        self.logs_dir = self.run_dir / "logs"
-        self.processes_dir.mkdir(parents=True, exist_ok=True)
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._instances: dict[int, _Instance] = {}  # every instance ever started
-        self._slots: dict[int, int] = {}  # slot -> its current instance
-        self._next_instance = 0
-        self._keep_alive = False
-        self._stop_monitor = threading.Event()
-        self._monitor: threading.Thread | None = None
-        self._supervisor: Recorder | None = None
+        super().__init__(run_dir)
         self.seed_result: SeedResult | None = None
 
     def __enter__(self) -> EosWorkload:
         return self
+
+    @property
+    def _instances(self) -> dict[int, Child]:
+        """Every instance ever started, by instance number."""
+        return self._children
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -114,22 +102,11 @@ class EosWorkload:
             "poison_txn_id": f"{o.txn_id_prefix}-seeder-poison",
             "meta": {"topic": o.input_topic, "partitions": o.partitions},
         }
-        env = dict(self.cluster.env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-        )
+        env = child_env(self.cluster.env)
         stop = stop or threading.Event()
         t0 = time.monotonic()
         with open(self.logs_dir / "seeder.log", "ab") as logf:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workloads.eos_seeder", "--config", json.dumps(config)],
-                env=env,
-                cwd=PROJECT_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            proc = spawn_module("workloads.eos_seeder", ["--config", json.dumps(config)], env, logf)
             try:
                 while proc.poll() is None:
                     if stop.wait(0.2):
@@ -146,20 +123,12 @@ class EosWorkload:
 
     # --- processors ------------------------------------------------------------------
 
-    def _record(self, type_: str, f: str, value: Any) -> None:
-        with self._lock:
-            if self._supervisor is None:
-                self._supervisor = Recorder(
-                    self.processes_dir / "supervisor.jsonl",
-                    "supervisor",
-                    meta={"workload": "eos", "role": "supervisor", **self.options.to_dict()},
-                )
-            self._supervisor.record(type_, f, value)  # type: ignore[arg-type]
+    def _supervisor_meta(self) -> dict[str, Any]:
+        return {"workload": "eos", "role": "supervisor", **self.options.to_dict()}
 
-    def _spawn(self, slot: int, replaces: int | None = None) -> _Instance:
+    def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
-            instance = self._next_instance
-            self._next_instance += 1
+            instance = self._allocate_process()
             cfg = self.options.processor_config(
                 instance,
                 slot,
@@ -169,35 +138,17 @@ class EosWorkload:
             if replaces is None:
                 cfg.hook = self.options.hooks.get(slot)
             cfg.meta = {"run_dir": str(self.run_dir)}
-            value = {
-                "slot": slot,
-                "instance": instance,
-                "transactional_id": cfg.transactional_id,
-                "replaces": replaces,
-            }
-            self._record("invoke", "spawn", value)
-            env = dict(self.cluster.env)
-            env["PYTHONPATH"] = os.pathsep.join(
-                [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-            )
-            logf = open(self.logs_dir / f"processor-{instance}.log", "ab")  # noqa: SIM115
-            if self.options.client == "java":
-                proc = self._spawn_copier(instance, cfg, env, logf)
-            else:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "workloads.eos_processor", "--config", cfg.to_json()],
-                    env=env,
-                    cwd=PROJECT_ROOT,
-                    stdin=subprocess.DEVNULL,
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+            env = child_env(self.cluster.env)
+
+            def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
+                if self.options.client == "java":
+                    return self._spawn_copier(instance, cfg, env, logf)
+                return spawn_module(
+                    "workloads.eos_processor", ["--config", cfg.to_json()], env, logf
                 )
-            inst = _Instance(instance, slot, proc, logf, time.monotonic(), cfg.transactional_id)
-            self._instances[instance] = inst
-            self._slots[slot] = instance
-            self._record("ok", "spawn", {**value, "pid": proc.pid})
-            return inst
+
+            log_path = self.logs_dir / f"processor-{instance}.log"
+            return self._launch(slot, instance, replaces, cfg.transactional_id, log_path, start)
 
     def _spawn_copier(
         self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes]
@@ -228,41 +179,11 @@ class EosWorkload:
         )
         return proc
 
-    def _reap(self, inst: _Instance) -> None:
-        """Record that an instance is gone (exit status; negative = killed by that signal)."""
-        value = {"slot": inst.slot, "instance": inst.instance, "pid": inst.proc.pid}
-        self._record("invoke", "processor-exit", value)
-        self._record("ok", "processor-exit", {**value, "returncode": inst.proc.returncode})
-        inst.reaped = True
-        inst.log.close()
-
     def start_processors(self) -> None:
         """Start K instances (slots 0..K-1) and the thread that keeps K alive."""
         if self._monitor is not None:
             raise HarnessError("processors already started")
-        for slot in range(self.options.processors):
-            self._spawn(slot)
-        self._keep_alive = True
-        self._monitor = threading.Thread(target=self._watch, name="eos-supervisor", daemon=True)
-        self._monitor.start()
-
-    def _watch(self) -> None:
-        respawn_at: dict[int, float] = {}
-        while not self._stop_monitor.wait(MONITOR_INTERVAL_S):
-            with self._lock:
-                if not self._keep_alive:
-                    return
-                for slot, instance in list(self._slots.items()):
-                    inst = self._instances[instance]
-                    if inst.proc.poll() is None:
-                        continue
-                    if not inst.reaped:
-                        self._reap(inst)
-                        lived = time.monotonic() - inst.started
-                        respawn_at[slot] = time.monotonic() + max(0.0, MIN_LIFETIME_S - lived)
-                    if time.monotonic() >= respawn_at.get(slot, 0.0):
-                        respawn_at.pop(slot, None)
-                        self._spawn(slot, replaces=instance)
+        self._start_children(self.options.processors, "eos-supervisor")
 
     def wait_stable(self, timeout: float = 60.0) -> None:
         """Wait until the group is Stable with one member per slot: the pipeline is ready."""
@@ -281,12 +202,7 @@ class EosWorkload:
 
     def processors(self) -> dict[int, subprocess.Popen[bytes]]:
         """The live instances by process id (history process id = instance number)."""
-        with self._lock:
-            return {
-                i: self._instances[i].proc
-                for i in self._slots.values()
-                if self._instances[i].proc.poll() is None
-            }
+        return {i: inst.proc for i, inst in self._live().items()}
 
     def processor_pids(self) -> dict[int, int]:
         """Live instances' pids (what a nemesis pauses or kills)."""
@@ -294,15 +210,12 @@ class EosWorkload:
 
     def transactional_ids(self) -> dict[int, str]:
         """Live instances' transactional ids (what a hijack fences)."""
-        with self._lock:
-            live = self.processors()
-            return {
-                i: tid for i in live if (tid := self._instances[i].transactional_id) is not None
-            }
+        live = self._live()
+        return {i: tid for i, inst in live.items() if (tid := inst.transactional_id) is not None}
 
     def _signal(self, instance: int, sig: signal.Signals) -> subprocess.Popen[bytes]:
         with self._lock:
-            inst = self._instances.get(instance)
+            inst = self._children.get(instance)
         if inst is None:
             raise HarnessError(f"no processor instance {instance}")
         if inst.proc.poll() is not None:
@@ -335,13 +248,7 @@ class EosWorkload:
 
     def paused(self) -> list[int]:
         """Instances currently stopped (SIGSTOP by a nemesis, or by a test hook)."""
-        with self._lock:
-            return [
-                i
-                for i in self._slots.values()
-                if self._instances[i].proc.poll() is None
-                and process_state(self._instances[i].proc.pid) == "T"
-            ]
+        return [i for i, inst in self._live().items() if process_state(inst.proc.pid) == "T"]
 
     def stop_processors(self, timeout: float | None = None) -> dict[int, int | None]:
         """SIGTERM every live instance (SIGCONT first if stopped), SIGKILL stragglers.
@@ -349,16 +256,12 @@ class EosWorkload:
         Stops the keep-alive thread first, so nothing is restarted behind our back.
         """
         timeout = self.options.stop_timeout_s if timeout is None else timeout
-        self._keep_alive = False
-        self._stop_monitor.set()
-        if self._monitor is not None:
-            self._monitor.join(timeout=10)
+        self._stop_watching()
         with self._lock:
-            live = [self._instances[i] for i in self._slots.values()]
-            live = [inst for inst in live if not inst.reaped]
+            live = self._unreaped()
             if not live:
                 return {}
-            self._record("invoke", "stop", {"instances": [i.instance for i in live]})
+            self._record("invoke", "stop", {"instances": [i.process for i in live]})
             for inst in live:
                 if inst.proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
@@ -369,10 +272,10 @@ class EosWorkload:
                 try:
                     inst.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    log.warning("processor %d ignored SIGTERM; killing it", inst.instance)
+                    log.warning("processor %d ignored SIGTERM; killing it", inst.process)
                     inst.proc.kill()
                     inst.proc.wait(timeout=10)
-            codes = {inst.instance: inst.proc.returncode for inst in live}
+            codes = {inst.process: inst.proc.returncode for inst in live}
             self._record("ok", "stop", {"returncodes": [[i, c] for i, c in codes.items()]})
             for inst in live:
                 self._reap(inst)
@@ -441,9 +344,4 @@ class EosWorkload:
     def close(self) -> None:
         """Idempotent: no processor outlives the workload, every file is closed."""
         self.stop_processors()
-        with self._lock:
-            for inst in self._instances.values():
-                if not inst.log.closed:
-                    inst.log.close()
-            if self._supervisor is not None:
-                self._supervisor.close()
+        self._close_files()

@@ -26,7 +26,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +38,7 @@ from harness.errors import HarnessError
 from harness.readiness import ensure_topic
 from harness.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
+from workloads.processes import Child, Supervisor, child_env, spawn_module
 from workloads.queue_client import (
     CLEAN_EXITS,
     OP_FS,
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("workloads.queue")
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: A client that dies sooner than this after its start delays its successor by as much, so a
 #: client that cannot start (broker unreachable) does not spin the CPU.
 MIN_LIFETIME_S = 1.0
@@ -167,18 +166,7 @@ class QueueOptions:
         return cls(**dict(raw))
 
 
-@dataclass
-class _Client:
-    process: int
-    slot: int
-    proc: subprocess.Popen[bytes]
-    log: IO[bytes]
-    started: float
-    transactional_id: str | None
-    reaped: bool = False
-
-
-class QueueWorkload:
+class QueueWorkload(Supervisor):
     """One queue run's client side. Use as a context manager so no client outlives it.
 
     It also satisfies ``nemeses.control.ClientControl`` (``processor_pids``,
@@ -186,24 +174,15 @@ class QueueWorkload:
     process-level faults as for the eos workload (pause, kill, hijack) apply to its clients.
     """
 
+    min_lifetime_s = MIN_LIFETIME_S
+    monitor_interval_s = MONITOR_INTERVAL_S
+
     def __init__(self, options: QueueOptions, cluster: Cluster, run_dir: Path) -> None:
         options.validate()
         self.options = options
         self.cluster = cluster
-        self.run_dir = Path(run_dir)
-        self.processes_dir = self.run_dir / "processes"
-        self.logs_dir = self.run_dir / "logs"
-        self.processes_dir.mkdir(parents=True, exist_ok=True)
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._clients: dict[int, _Client] = {}  # every client process ever started
-        self._slots: dict[int, int] = {}  # slot -> its current process id
-        self._next_process = 0
+        super().__init__(run_dir)
         self.end_ns: int | None = None
-        self._keep_alive = False
-        self._stop_monitor = threading.Event()
-        self._monitor: threading.Thread | None = None
-        self._supervisor: Recorder | None = None
         self.final_complete: bool | None = None
 
     def __enter__(self) -> QueueWorkload:
@@ -240,27 +219,17 @@ class QueueWorkload:
 
     def processor_pids(self) -> dict[int, int]:
         """Live client processes: history process id -> OS pid."""
-        with self._lock:
-            return {
-                p: self._clients[p].proc.pid
-                for p in self._slots.values()
-                if self._clients[p].proc.poll() is None
-            }
+        return {p: c.proc.pid for p, c in self._live().items()}
 
     def transactional_ids(self) -> dict[int, str]:
         """Live client processes' transactional ids (empty without transactions)."""
-        with self._lock:
-            return {
-                p: tid
-                for p in self._slots.values()
-                if (tid := self._clients[p].transactional_id) is not None
-                and self._clients[p].proc.poll() is None
-            }
+        live = self._live()
+        return {p: tid for p, c in live.items() if (tid := c.transactional_id) is not None}
 
     def kill_client(self, process: int) -> None:
         """SIGKILL a client: a crash. The supervisor starts a successor with a new id."""
         with self._lock:
-            client = self._clients.get(process)
+            client = self._children.get(process)
         if client is None or client.proc.poll() is not None:
             raise HarnessError(f"client process {process} is not running")
         os.kill(client.proc.pid, signal.SIGKILL)
@@ -268,7 +237,7 @@ class QueueWorkload:
     def processes(self) -> list[int]:
         """Every client process id started so far, in order."""
         with self._lock:
-            return sorted(self._clients)
+            return sorted(self._children)
 
     def history_path(self, process: int | str) -> Path:
         return self.processes_dir / f"{process}.jsonl"
@@ -281,97 +250,38 @@ class QueueWorkload:
         config = {"min.insync.replicas": str(o.min_insync)}
         ensure_topic(self.cluster, o.topic, o.keys, o.replication, config, timeout=60)
 
-    def _record(self, type_: str, f: str, value: Any, error: Any = None) -> None:
-        with self._lock:
-            if self._supervisor is None:
-                self._supervisor = Recorder(
-                    self.history_path("supervisor"),
-                    "supervisor",
-                    meta={"workload": "queue", "role": "supervisor"},
-                )
-            self._supervisor.record(type_, f, value, error)  # type: ignore[arg-type]
+    def _supervisor_meta(self) -> dict[str, Any]:
+        return {"workload": "queue", "role": "supervisor"}
 
-    def _allocate_process(self) -> int:
-        with self._lock:
-            process = self._next_process
-            self._next_process += 1
-            return process
-
-    def _spawn(self, slot: int, replaces: int | None = None) -> _Client:
+    def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
             process = self._allocate_process()
             cfg = self.options.client_config(
                 process, self.cluster.bootstrap, self.history_path(process), self.end_ns
             )
             cfg.meta = {"slot": slot, "replaces": replaces}
-            value = {
-                "slot": slot,
-                "process": process,
-                "transactional_id": cfg.transactional_id,
-                "replaces": replaces,
-            }
-            self._record("invoke", "spawn", value)
-            env = dict(self.cluster.env)
-            env["PYTHONPATH"] = os.pathsep.join(
-                [str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-            )
-            logf = open(self.logs_dir / f"client-{process}.log", "ab")  # noqa: SIM115
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workloads.queue_client", "--config", cfg.to_json()],
-                env=env,
-                cwd=PROJECT_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            client = _Client(process, slot, proc, logf, time.monotonic(), cfg.transactional_id)
-            self._clients[process] = client
-            self._slots[slot] = process
-            self._record("ok", "spawn", {**value, "pid": proc.pid})
-            return client
+            env = child_env(self.cluster.env)
 
-    def _reap(self, client: _Client) -> None:
-        """Record that a client is gone (exit status; negative = killed by that signal)."""
-        value = {"slot": client.slot, "process": client.process, "pid": client.proc.pid}
-        self._record("invoke", "exit", value)
-        self._record("ok", "exit", {**value, "returncode": client.proc.returncode})
-        client.reaped = True
-        client.log.close()
+            def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
+                return spawn_module(
+                    "workloads.queue_client", ["--config", cfg.to_json()], env, logf
+                )
+
+            log_path = self.logs_dir / f"client-{process}.log"
+            return self._launch(slot, process, replaces, cfg.transactional_id, log_path, start)
 
     def start(self) -> None:
         """Start ``clients`` processes and the thread that replaces the ones that exit."""
         if self._monitor is not None:
             raise HarnessError("clients already started")
         self.end_ns = monotonic_ns() + int(self.options.time_limit * 1e9)
-        for slot in range(self.options.clients):
-            self._spawn(slot)
-        self._keep_alive = True
-        self._monitor = threading.Thread(target=self._watch, name="queue-supervisor", daemon=True)
-        self._monitor.start()
+        self._start_children(self.options.clients, "queue-supervisor")
 
     def _remaining(self) -> float:
         return 0.0 if self.end_ns is None else (self.end_ns - monotonic_ns()) / 1e9
 
-    def _watch(self) -> None:
-        respawn_at: dict[int, float] = {}
-        while not self._stop_monitor.wait(MONITOR_INTERVAL_S):
-            with self._lock:
-                if not self._keep_alive:
-                    return
-                for slot, process in list(self._slots.items()):
-                    client = self._clients[process]
-                    if client.proc.poll() is None:
-                        continue
-                    if not client.reaped:
-                        self._reap(client)
-                        lived = time.monotonic() - client.started
-                        respawn_at[slot] = time.monotonic() + max(0.0, MIN_LIFETIME_S - lived)
-                    if self._remaining() < MIN_REMAINING_S:
-                        continue
-                    if time.monotonic() >= respawn_at.get(slot, 0.0):
-                        respawn_at.pop(slot, None)
-                        self._spawn(slot, replaces=process)
+    def _may_respawn(self) -> bool:
+        return self._remaining() >= MIN_REMAINING_S
 
     def wait_until_end(self, stop: threading.Event | None = None) -> None:
         """Let the clients run until the time limit (or until ``stop`` is set)."""
@@ -389,14 +299,9 @@ class QueueWorkload:
         SIGTERM at once, finishes its op and exits. Either way SIGCONT comes first, in case a
         nemesis left a client paused, and SIGKILL ends whatever is left ``grace`` seconds later.
         """
-        self._keep_alive = False
-        self._stop_monitor.set()
-        if self._monitor is not None:
-            self._monitor.join(timeout=10)
+        self._stop_watching()
         grace = 2 * self.options.op_timeout_s + 5 if grace is None else grace
-        with self._lock:
-            live = [self._clients[p] for p in self._slots.values()]
-            live = [c for c in live if not c.reaped]
+        live = self._unreaped()
         if not live:
             return {}
         for c in live:
@@ -424,7 +329,7 @@ class QueueWorkload:
         return {c.process: c.proc.returncode for c in live}
 
     @staticmethod
-    def _wait_exit(clients: list[_Client], deadline: float) -> None:
+    def _wait_exit(clients: list[Child], deadline: float) -> None:
         for c in clients:
             try:
                 c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -443,7 +348,7 @@ class QueueWorkload:
         with self._lock:
             tids = [
                 c.transactional_id
-                for c in self._clients.values()
+                for c in self._children.values()
                 if c.transactional_id is not None
                 and c.proc.poll() is not None
                 and c.proc.returncode not in CLEAN_EXITS
@@ -586,12 +491,7 @@ class QueueWorkload:
     def close(self) -> None:
         """Idempotent: no client outlives the workload, every file is closed."""
         self.stop_clients(grace=5.0, at_end=False)
-        with self._lock:
-            for c in self._clients.values():
-                if not c.log.closed:
-                    c.log.close()
-            if self._supervisor is not None:
-                self._supervisor.close()
+        self._close_files()
 
 
 def read_to_end(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.storefiles import read_json_dict
 from history import iter_history
 
 
@@ -44,13 +45,6 @@ class RunData:
     journeys: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     op_count: int = 0
     unfinished: list[tuple[float, str, int]] = field(default_factory=list)
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
@@ -111,10 +105,10 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     run_dir = Path(run_dir)
     data = RunData(
         run_dir,
-        _json(run_dir / "config.json") or {},
-        _json(run_dir / "results.json"),
-        _json(run_dir / "summary.json"),
-        _json(run_dir / "schedule.json"),
+        read_json_dict(run_dir / "config.json") or {},
+        read_json_dict(run_dir / "results.json"),
+        read_json_dict(run_dir / "summary.json"),
+        read_json_dict(run_dir / "schedule.json"),
     )
     history = run_dir / "history.jsonl"
     if not history.exists():
