@@ -32,6 +32,7 @@ from checkers.eos_rules import (
     Example,
     committed_of,
     finish,
+    ident_of,
     ident_table,
     readable,
     txn_idx,
@@ -90,7 +91,13 @@ def check_duplicate(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     n = dup.count()
     made: list[Example] = []
     if n and max_examples:
-        top = dup.orderBy(*_ident_order()).limit(max_examples).select("ident").collect()
+        top = (
+            dup.withColumn("ident", ident_of())
+            .orderBy(*_ident_order())
+            .limit(max_examples)
+            .select("ident")
+            .collect()
+        )
         idents = [r["ident"] for r in top]
         keys = fr.drain.sparkSession.createDataFrame([(i,) for i in idents], "ident string")
         recs: dict[str, list[Any]] = {i: [] for i in idents}

@@ -121,6 +121,7 @@ def parse_small(hist: DataFrame) -> tuple[dict[str, DataFrame], dict[str, Any]]:
             F.col("r.topic").alias("topic"),
             "index",
         )
+        .dropDuplicates(["index"])  # a big read is stored as several rows (checkers.load)
         .orderBy("index")
         .collect()
     ]
@@ -348,9 +349,12 @@ def ops_at(fr: EosFrames, indices: list[int]) -> dict[int, dict[str, Any]]:
     want = sorted({int(i) for i in indices if i is not None})
     if not want:
         return {}
-    rows = fr.hist.filter(F.col("index").isin(want)).collect()
-    out = {}
+    rows = fr.hist.filter(F.col("index").isin(want)).orderBy("index", "part").collect()
+    out: dict[int, dict[str, Any]] = {}
     for r in rows:
+        if r["part"] and int(r["index"]) in out:  # a further slice of a big read's records
+            out[int(r["index"])]["value"]["records"] += json.loads(r["value"])["records"]
+            continue
         op: dict[str, Any] = {
             "index": r["index"],
             "pindex": r["pindex"],

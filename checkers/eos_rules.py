@@ -81,22 +81,29 @@ def ident_table(fr: EosFrames) -> DataFrame:
     """One row per input identity: seeds claiming it, drained copies, the first copy.
 
     Shared by ``lost``, ``duplicate`` and ``order`` so the seeds and the drain are shuffled
-    once for all three (persisted for the run; :meth:`EosFrames.release` drops it).
+    once for all three (persisted for the run; :meth:`EosFrames.release` drops it). The
+    identity is grouped as typed key columns (``k_p``, ``k_o`` for a known source position,
+    else ``k_v``, the input value), not as the ``ident`` text: building and hashing millions of
+    strings cost more than the shuffle itself. :func:`ident_of` turns a key back into text.
     """
     if fr.idents is not None:
         return fr.idents
-    pos = F.concat_ws("/", F.col("src_p").cast("string"), F.col("src_o").cast("string"))
     first_t = "struct<partition:int,offset:long>"
     seeds = fr.seeds.select(
-        pos.alias("ident"),
+        F.col("src_p").alias("k_p"),
+        F.col("src_o").alias("k_o"),
+        F.lit(None).cast("string").alias("k_v"),
         "src_p",
         "src_o",
         F.lit(1).alias("n_seed"),
         F.lit(0).alias("n_copy"),
         F.lit(None).cast(first_t).alias("first"),
     )
+    placed = F.col("src_p").isNotNull() & F.col("src_o").isNotNull()
     drain = fr.drain.select(
-        "ident",
+        F.when(placed, F.col("src_p")).alias("k_p"),
+        F.when(placed, F.col("src_o")).alias("k_o"),
+        F.when(~placed, F.coalesce(F.col("in_value"), F.lit("None"))).alias("k_v"),
         "src_p",
         "src_o",
         F.lit(0).alias("n_seed"),
@@ -105,7 +112,7 @@ def ident_table(fr: EosFrames) -> DataFrame:
     )
     t = (
         seeds.unionByName(drain)
-        .groupBy("ident")
+        .groupBy("k_p", "k_o", "k_v")
         .agg(
             F.max("src_p").alias("src_p"),
             F.max("src_o").alias("src_o"),
@@ -120,7 +127,18 @@ def ident_table(fr: EosFrames) -> DataFrame:
     return t
 
 
+def ident_of() -> Column:
+    """The ``ident`` text (as in the drain view) of an :func:`ident_table` row's key."""
+    return F.when(
+        F.col("k_v").isNull(),
+        F.concat_ws("/", F.col("k_p").cast("string"), F.col("k_o").cast("string")),
+    ).otherwise(F.concat(F.lit("v:"), F.col("k_v")))
+
+
 # ------------------------------------------------------------------------------------------
+
+
+_POS = "struct<p:int,o:long>"  # an input position, compared as a value, not as text
 
 
 def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
@@ -146,18 +164,22 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         "instance",
         "txn_seq",
         "absent_ok",
-        F.concat_ws(
-            "/", F.col("x")[0].cast("int").cast("string"), F.col("x")[1].cast("long").cast("string")
-        ).alias("w"),
-        F.lit(None).cast("string").alias("h"),
+        F.struct(F.col("x")[0].cast("int").alias("p"), F.col("x")[1].cast("long").alias("o")).alias(
+            "w"
+        ),
+        F.lit(None).cast(_POS).alias("h"),
         readable(fr, F.col("x")[0].cast("int")).cast("int").alias("rd"),
     )
     have = fr.drain.filter(F.col("instance").isNotNull() & F.col("txn_seq").isNotNull()).select(
         "instance",
         "txn_seq",
         F.lit(None).cast("boolean").alias("absent_ok"),
-        F.lit(None).cast("string").alias("w"),
-        F.col("ident").alias("h"),
+        F.lit(None).cast(_POS).alias("w"),
+        # Only a positioned output can match a wanted input (inputs always have positions).
+        F.when(
+            F.col("src_p").isNotNull() & F.col("src_o").isNotNull(),
+            F.struct(F.col("src_p").alias("p"), F.col("src_o").alias("o")),
+        ).alias("h"),
         F.lit(None).cast("int").alias("rd"),
     )
     per = (
@@ -199,7 +221,7 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         }
         for r in rows:
             t = txns[(r["instance"], r["txn_seq"])]
-            have_set = set(r["have"])
+            have_set = {f"{h['p']}/{h['o']}" for h in r["have"]}
             items = {}
             for x in t["inputs"] or []:
                 items.setdefault(f"{int(x[0])}/{int(x[1])}", x[2])
@@ -345,6 +367,7 @@ __all__ = [
     "check_torn",
     "committed_of",
     "finish",
+    "ident_of",
     "ident_table",
     "readable",
     "records_at",

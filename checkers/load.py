@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 #: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_DIR = ".parquet"
 _CORRUPT = "_corrupt_record"
 
@@ -133,7 +133,8 @@ def history_schema() -> StructType:
 
     ``process`` is a string (``process_is_int`` keeps ``1`` and ``"1"`` apart, as the format
     requires); ``value`` and ``error_json`` are exact JSON text; ``error`` is the error as plain
-    text (a JSON string unquoted, anything else as JSON text) for easy filtering.
+    text (a JSON string unquoted, anything else as JSON text) for easy filtering. A big read
+    op is several rows with the same ``index`` (see :data:`READ_CHUNK`); ``part`` orders them.
     """
     from pyspark.sql import types as T
 
@@ -150,6 +151,7 @@ def history_schema() -> StructType:
             T.StructField("value", T.StringType(), True),
             T.StructField("error", T.StringType(), True),
             T.StructField("error_json", T.StringType(), True),
+            T.StructField("part", T.IntegerType(), True),
         ]
     )
 
@@ -343,6 +345,26 @@ def _clean_logdump(df: DataFrame) -> DataFrame:
 # Histories
 
 
+#: A read op with more records than this is stored as several rows, one per slice of its
+#: records (column ``part``: 0, 1, ...; null for an op stored whole). A final read holds every
+#: record of an output partition, millions in a long run: as one JSON string it overflows the
+#: JVM's per-row limits and leaves one core to parse it.
+READ_CHUNK = 20_000
+
+
+def _record_chunks(op: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slices of a big read op's value (empty when the op is stored as one row)."""
+    value = op.get("value")
+    if op["f"] != "read" or not isinstance(value, dict):
+        return []
+    records = value.get("records")
+    if not isinstance(records, list) or len(records) <= READ_CHUNK:
+        return []
+    return [
+        value | {"records": records[i : i + READ_CHUNK]} for i in range(0, len(records), READ_CHUNK)
+    ]
+
+
 def _history_rows(source: Path, out: Path) -> tuple[dict[str, Any], list[str], int]:
     """Validate the history with the project's reader and write a flat JSONL for Spark."""
     from history import HistoryError, iter_history
@@ -355,6 +377,7 @@ def _history_rows(source: Path, out: Path) -> tuple[dict[str, Any], list[str], i
             for op in reader:
                 p = op["process"]
                 err = op.get("error")
+                chunks = _record_chunks(op)
                 row = {
                     "index": op["index"],
                     "pindex": op.get("pindex"),
@@ -369,8 +392,12 @@ def _history_rows(source: Path, out: Path) -> tuple[dict[str, Any], list[str], i
                     if err is None
                     else (err if isinstance(err, str) else encode_json(err)),
                     "error_json": None if err is None else encode_json(err),
+                    "part": None,
                 }
-                fh.write(encode_json(row) + "\n")
+                for part, value in enumerate(chunks):
+                    fh.write(encode_json(row | {"value": encode_json(value), "part": part}) + "\n")
+                if not chunks:
+                    fh.write(encode_json(row) + "\n")
                 n += 1
             warnings = list(reader.warnings)
     except HistoryError as e:

@@ -558,6 +558,25 @@ def test_real_at_least_once_run_has_duplicates(spark: Any, tmp_path: Path) -> No
     assert ex["copies"] >= 2 and len(ex["records"]) == ex["copies"] and ex["ops"]
 
 
+def test_big_reads_stored_in_slices_give_the_same_verdict(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A final read with more records than READ_CHUNK is loaded as several rows; the checks,
+    their counts and their examples must not notice."""
+    import checkers.load as load
+
+    run = real(tmp_path, "eos-alo-607d3c")
+    whole = check_eos(run, spark=spark, max_examples=3)
+    shutil.rmtree(run / ".parquet")
+    monkeypatch.setattr(load, "READ_CHUNK", 7)
+    sliced, _ref = both(spark, run)
+    parts = load.load_history(spark, run).df.filter("part is not null").count()
+    assert parts > 10  # the reads really were sliced
+    assert counts(sliced) == counts(whole)
+    assert sliced["checkers"]["duplicate"]["examples"] == whole["checkers"]["duplicate"]["examples"]
+    assert sliced["liveness"] == whole["liveness"]
+
+
 # ------------------------------------------------------------------------------------------
 # Bad input and failures
 
