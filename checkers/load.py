@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 #: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 CACHE_DIR = ".parquet"
 _CORRUPT = "_corrupt_record"
 
@@ -345,6 +345,12 @@ def _clean_logdump(df: DataFrame) -> DataFrame:
 # Histories
 
 
+#: Row-group size of the history's Parquet. Spark's vectorized reader fills one batch of up to
+#: 4096 rows of a row group at once; the slices of big read ops are megabytes each, and with
+#: the default 128 MiB row groups one batch asked for 84 MB of contiguous heap at 10M ops and
+#: ended the JVM (OutOfMemoryError). Small row groups bound every batch.
+HISTORY_ROW_GROUP = 8 << 20
+
 #: A read op with more records than this is stored as several rows, one per slice of its
 #: records (column ``part``: 0, 1, ...; null for an op stored whole). A final read holds every
 #: record of an output partition, millions in a long run: as one JSON string it overflows the
@@ -435,7 +441,9 @@ def load_history(
         # million records; the reader then fails with an opaque MALFORMED_RECORD error.
         spark.read.schema(history_schema()).option("mode", "FAILFAST").option(
             "maxStringLen", str(2**31 - 1)
-        ).json(str(flat)).write.parquet(str(out))
+        ).json(str(flat)).write.option("parquet.block.size", str(HISTORY_ROW_GROUP)).parquet(
+            str(out)
+        )
     except CheckerInputError:
         shutil.rmtree(scratch, ignore_errors=True)
         raise

@@ -6,9 +6,10 @@ command, so the session must start quietly, use little memory, and leave no JVM 
 
 * Master: the ``master`` argument, else ``$KAFKA_HARNESS_SPARK_MASTER``, else ``local[*]``.
 * Embedded defaults: no UI, no Hive, few shuffle partitions, ``spark.driver.memory`` from
-  ``$KAFKA_HARNESS_SPARK_DRIVER_MEMORY`` (default 2g), UTC session time zone. The JVM's own
-  output goes to a log file (``$KAFKA_HARNESS_SPARK_LOG`` or a file in the temp dir) so the
-  CLI's stderr stays one line on errors.
+  ``$KAFKA_HARNESS_SPARK_DRIVER_MEMORY`` (default: a quarter of the machine's memory, 2g to
+  8g), UTC session time zone. The JVM's own output goes to a log file
+  (``$KAFKA_HARNESS_SPARK_LOG`` or a file in the temp dir) so the CLI's stderr stays one line
+  on errors.
 * :func:`stop_spark` stops the session *and* ends the JVM process pyspark started. Plain
   ``SparkSession.stop()`` leaves that JVM running until the Python process exits.
 * Every failure to start or use Spark is raised as :class:`SparkUnavailable`, which the
@@ -64,6 +65,16 @@ def resolve_master(master: str | None = None) -> str:
     return master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER
 
 
+def default_driver_memory() -> str:
+    """A quarter of physical memory, between 2g and 8g: the embedded JVM is driver and
+    executor at once, and the checks of a big run are memory-bound before they are CPU-bound."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "2g"
+    return f"{max(2, min(8, total // 4 >> 30))}g"
+
+
 def _conf_pairs(master: str, extra: dict[str, str] | None) -> dict[str, str]:
     local = master.startswith("local")
     conf = {
@@ -79,7 +90,7 @@ def _conf_pairs(master: str, extra: dict[str, str] | None) -> dict[str, str]:
         # Checkers partition by (kind, topic, partition) once; let joins and windows on
         # finer keys reuse that partitioning instead of shuffling again.
         "spark.sql.requireAllClusterKeysForCoPartition": "false",
-        "spark.driver.memory": os.environ.get(ENV_DRIVER_MEMORY, "2g"),
+        "spark.driver.memory": os.environ.get(ENV_DRIVER_MEMORY) or default_driver_memory(),
         "spark.sql.execution.arrow.pyspark.enabled": "false",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.driver.bindAddress": "127.0.0.1" if local else "0.0.0.0",
