@@ -10,6 +10,7 @@ import argparse
 import faulthandler
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -205,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # A crash inside a native client library must leave a Python stack behind, not silence.
     faulthandler.enable()
+    # A background job of a non-interactive shell starts with SIGINT ignored, and Python then
+    # leaves it ignored: an interrupt would not tear the cluster down. Every harness command
+    # must stop cleanly on SIGINT, however it was started.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
