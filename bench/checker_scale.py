@@ -136,7 +136,7 @@ def _measure(args: argparse.Namespace, run: Path, target: str, env: dict[str, st
         row["spark_cold"] = _child(spark_code, [str(run)], env, args.spark_timeout)
         print(f"  spark cold {_fmt(row['spark_cold'])}", flush=True)
         row["spark_warm"] = _child(spark_code, [str(run)], env, args.spark_timeout)
-        if row["spark_cold"].get("valid") != row["spark_warm"].get("valid"):
+        if row["spark_cold"].get("error") or row["spark_cold"].get("valid") == "unknown":
             # A cold check that failed published no cache: the "warm" one built it.
             row["spark_warm"]["note"] = "cold check failed: this one built the cache"
         print(f"  spark warm {_fmt(row['spark_warm'])}", flush=True)

@@ -77,8 +77,8 @@ def txn_idx(r: Any) -> list[int]:
     return [i for i in (r["inv_index"], r["done_index"]) if i is not None]
 
 
-#: An output position (partition, offset) packed in one long: offsets below 2**40, partitions
-#: below 2**23, far beyond any run.
+#: A position (partition, offset), of an input or an output, packed in one long by :func:`pack`:
+#: offsets below 2**40, partitions below 2**23, far beyond any run.
 _POS_BITS = 40
 
 
@@ -281,8 +281,7 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     rows = bad.orderBy("instance", "txn_seq").limit(max_examples).collect() if n else []
     made = []
     if rows:
-        spark = fr.drain.sparkSession
-        keys = spark.createDataFrame(
+        keys = fr.drain.sparkSession.createDataFrame(
             [(r["instance"], r["txn_seq"]) for r in rows], "instance int, txn_seq long"
         )
         txns = {
