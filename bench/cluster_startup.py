@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.cluster import Cluster, ClusterConfig
+from harness.substrate.api import ClusterConfig
+from harness.substrate.process.cluster import Cluster
 
 
 def one_run(nodes: int, store: Path) -> tuple[float, float, float]:

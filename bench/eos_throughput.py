@@ -18,7 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.cluster import Cluster, ClusterConfig
+from harness.substrate.api import ClusterConfig
+from harness.substrate.process.cluster import Cluster
 from history import Recorder, read_process_file
 from workloads.eos import EosWorkload
 from workloads.eos_config import EosOptions

@@ -93,7 +93,7 @@ def history_path(run: str | os.PathLike[str]) -> Path:
 
 
 def logdump_schema() -> StructType:
-    """Explicit schema of a dumped record (see harness/evidence.py), plus the header keys."""
+    """Explicit schema of a dumped record (see docs/history-format.md), plus the header keys."""
     from pyspark.sql import types as T
 
     ints = {

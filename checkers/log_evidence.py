@@ -1,8 +1,8 @@
 """Checks that read only the brokers' log dumps: what Kafka actually stored, not what clients said.
 
 Why a separate family of checks: the history records what clients *believe* happened. The
-log dump (``evidence/logdump.jsonl``, written by :mod:`harness.evidence`) holds every record
-of every replica with the producer id, producer epoch and transaction markers the brokers
+log dump (``evidence/logdump.jsonl``, written by the substrate's evidence step) holds every
+record of every replica with the producer id, producer epoch and transaction markers the brokers
 wrote. Zombie writes, misplaced markers and hanging transactions are visible there directly.
 
 Each check is a pure function of the dump's DataFrame (or of a prepared :class:`Evidence`)

@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.versions import DEFAULT_KAFKA_VERSION
+from common.errors import HarnessError
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from harness.install import ensure_installed
+    from harness.kafka.install import ensure_installed
 
     t0 = time.monotonic()
     inst = ensure_installed(args.kafka_version)
@@ -42,7 +42,7 @@ def _settings(pairs: list[str]) -> dict[str, str]:
 
 
 def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from harness.cluster import ClusterConfig
+    from harness.substrate.api import ClusterConfig
 
     return ClusterConfig(
         nodes=args.nodes,
@@ -57,7 +57,7 @@ def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
     """Bring a cluster up, print how to reach it, hold it, tear it down."""
-    from harness.backends import open_cluster
+    from harness.substrate.backends import open_cluster
 
     with open_cluster(_cluster_config(args), args.backend) as cluster:
         # The Docker backend has no local installation: its brokers run in containers.
@@ -83,24 +83,24 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_reap(args: argparse.Namespace) -> int:
-    from harness.backend_docker import reap_docker
-    from harness.runstate import reap_all
+    from harness.substrate.docker.cluster import reap_docker
+    from harness.substrate.runstate import reap_all
 
     print(json.dumps({**reap_all(), "docker": reap_docker()}, default=str))
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Run one test (``harness.runner``) and print its summary."""
-    from harness.runner import run_command
+    """Run one test (``harness.run.runner``) and print its summary."""
+    from harness.run.runner import run_command
 
     return run_command(args)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
     """Released Kafka versions on Maven Central, newest first; installed and new marked."""
-    from harness.install import kafka_home
-    from harness.versions import released_versions, versions_report
+    from harness.kafka.install import kafka_home
+    from harness.kafka.versions import released_versions, versions_report
 
     available = released_versions()
     installed = {v for v in available if (kafka_home(v) / "INSTALLED.json").exists()}
@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="start a cluster, print its addresses, hold, tear down")
     _add_cluster_args(p)
     p.add_argument("--hold", type=float, default=0.0, help="seconds to keep it up")
-    from harness.backends import add_backend_argument
+    from harness.substrate.backends import add_backend_argument
 
     add_backend_argument(p)
     p.set_defaults(func=_cmd_cluster)
@@ -160,8 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_versions)
 
-    from harness.matrix import add_matrix_arguments, matrix_command
-    from harness.trends import add_trends_arguments, trends_command
+    from harness.nightly.matrix import add_matrix_arguments, matrix_command
+    from harness.nightly.trends import add_trends_arguments, trends_command
 
     p = sub.add_parser("matrix", help="run a set of scenarios against several Kafka versions")
     add_matrix_arguments(p)
@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reap", help="clean up after harness runs that died")
     p.set_defaults(func=_cmd_reap)
 
-    from harness.serve import add_serve_arguments, index_command, serve_command
+    from harness.report.serve import add_serve_arguments, index_command, serve_command
 
     p = sub.add_parser("serve", help="serve a store's runs index and reports over HTTP")
     add_serve_arguments(p)
@@ -188,15 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default="store", metavar="DIR")
     p.set_defaults(func=index_command)
 
-    from harness.campaign import add_arguments as add_campaign_arguments
-    from harness.campaign import campaign_command
+    from harness.nightly.campaign import add_arguments as add_campaign_arguments
+    from harness.nightly.campaign import campaign_command
 
     p = sub.add_parser("campaign", help="many seeded runs: how often is each verdict right?")
     add_campaign_arguments(p)
     p.set_defaults(func=campaign_command)
 
     p = sub.add_parser("run", help="run one test on a fresh cluster and store its history")
-    from harness.runner import add_run_arguments
+    from harness.run.runner import add_run_arguments
 
     add_run_arguments(p)
     p.set_defaults(func=_cmd_run)

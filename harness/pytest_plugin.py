@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from harness.versions import DEFAULT_KAFKA_VERSION
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,7 +60,8 @@ def harness_store(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
     """A ready cluster shared by the tests of one worker; faults are healed after each use."""
-    from harness.cluster import Cluster, ClusterConfig
+    from harness.substrate.api import ClusterConfig
+    from harness.substrate.process.cluster import Cluster
 
     cfg = ClusterConfig(
         nodes=request.config.getoption("--nodes"),

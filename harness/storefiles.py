@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from common.errors import HarnessError
 
 
 def read_json_dict(path: Path) -> dict[str, Any] | None:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from harness.nemesis_run import ScheduledNemesis
 from harness.report import write_report
-from harness.runner import RunOptions, RunResult, execute
-from harness.verdict import explain, judge
+from harness.run.nemesis import ScheduledNemesis
+from harness.run.runner import RunOptions, RunResult, execute
+from harness.run.verdict import explain, judge
 from workloads.eos_config import EosOptions, Hook
 
 pytestmark = pytest.mark.cluster

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 
 class ClusterControl(Protocol):
-    """The cluster verbs a fault uses (see ``harness.cluster.Cluster``)."""
+    """The cluster verbs a fault uses (see ``harness.substrate.process.cluster.Cluster``)."""
 
     nodes: list[Any]
 

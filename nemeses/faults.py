@@ -16,19 +16,12 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
+from common.procfs import process_state
 from nemeses.targets import FaultContext, choose_broker_role, resolve_broker, resolve_processor
 
 
 class FaultError(RuntimeError):
     """A fault could not be applied or verified."""
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(") ", 1)[1][0]
-    except (FileNotFoundError, IndexError):
-        return None
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -269,7 +262,7 @@ def _processor(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int]:
 def processor_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     instance, pid = _processor(ctx, params)
     os.kill(pid, signal.SIGSTOP)
-    _wait(lambda: _proc_state(pid) == "T", 10, f"processor {instance} (pid {pid}) in state T")
+    _wait(lambda: process_state(pid) == "T", 10, f"processor {instance} (pid {pid}) in state T")
     return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
 
 
@@ -277,7 +270,7 @@ def processor_pause_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str
     pid = details["pid"]
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)
-    _wait(lambda: _proc_state(pid) != "T", 10, f"pid {pid} resumed")
+    _wait(lambda: process_state(pid) != "T", 10, f"pid {pid} resumed")
     return {"resumed": details["targets"]}
 
 
@@ -293,15 +286,15 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     if getattr(ctx.clients, "pause_at_commit", False):
         os.kill(pid, signal.SIGUSR1)
         try:
-            _wait(lambda: _proc_state(pid) in ("T", None), 20, f"processor {instance} paused")
+            _wait(lambda: process_state(pid) in ("T", None), 20, f"processor {instance} paused")
             mode = "at-commit"
         except FaultError:
             os.kill(pid, signal.SIGSTOP)  # it never reached a commit (no input): stop it now
-            _wait(lambda: _proc_state(pid) in ("T", None), 10, f"processor {instance} paused")
+            _wait(lambda: process_state(pid) in ("T", None), 10, f"processor {instance} paused")
             mode = "external"
     else:
         os.kill(pid, signal.SIGSTOP)
-        _wait(lambda: _proc_state(pid) in ("T", None), 10, f"processor {instance} paused")
+        _wait(lambda: process_state(pid) in ("T", None), 10, f"processor {instance} paused")
         mode = "external"
     return {
         "targets": [instance],
@@ -314,7 +307,7 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
 def processor_kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     instance, pid = _processor(ctx, params)
     os.kill(pid, signal.SIGKILL)
-    _wait(lambda: _proc_state(pid) in (None, "Z"), 10, f"processor {instance} gone")
+    _wait(lambda: process_state(pid) in (None, "Z"), 10, f"processor {instance} gone")
     return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runstate import MARKER_ENV, marked_processes, slot_names
+from harness.substrate.runstate import MARKER_ENV, marked_processes, slot_names
 
 pytestmark = pytest.mark.cluster
 

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from harness.coordinators import describe_transaction_coordinator
-from harness.readiness import ensure_topic
-from harness.waits import wait_for
+from common.waits import wait_for
+from harness.kafka.coordinators import describe_transaction_coordinator
+from harness.kafka.readiness import ensure_topic
 from tests.kafka_io import client_metadata, read_committed, transactional_write
 
 pytestmark = pytest.mark.cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.coordinators import java_string_hash, kafka_abs, partition_for
+from harness.kafka.coordinators import java_string_hash, kafka_abs, partition_for
 
 
 def test_known_java_hashes() -> None:

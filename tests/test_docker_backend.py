@@ -15,13 +15,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from harness import backend_docker as bd
-from harness import backends
-from harness import docker_plan as dp
-from harness.cluster import Cluster, ClusterConfig
-from harness.errors import HarnessError
-from harness.install import TOXIPROXY_VERSION
-from harness.versions import DEFAULT_KAFKA_VERSION
+from common.errors import HarnessError
+from harness.kafka.install import TOXIPROXY_VERSION
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+from harness.substrate import backends
+from harness.substrate.api import ClusterConfig
+from harness.substrate.docker import cluster as bd
+from harness.substrate.docker import plan as dp
+from harness.substrate.process.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "20260101T000000-abcdef12"
@@ -439,8 +440,8 @@ def test_connect_engine_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_process_backend_problem(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.install as install
-    import harness.network as network
+    import harness.kafka.install as install
+    import harness.substrate.process.network as network
 
     monkeypatch.setattr(install, "find_java", lambda: "/usr/bin/java")
     monkeypatch.setattr(install, "is_installed", lambda v: True)
@@ -470,8 +471,10 @@ def test_process_backend_problem(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_project_imports_without_the_docker_libraries() -> None:
     code = (
         "import sys; sys.modules['docker'] = None; sys.modules['testcontainers'] = None\n"
-        "import harness.backend_docker, harness.backends, harness.cli\n"
-        "print(harness.backends.docker_engine_available(), harness.backend_docker.reap_docker())"
+        "import harness.substrate.docker.cluster, harness.substrate.backends, harness.cli\n"
+        "from harness.substrate import backends\n"
+        "from harness.substrate.docker import cluster\n"
+        "print(backends.docker_engine_available(), cluster.reap_docker())"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
@@ -732,7 +735,7 @@ def test_start_creates_labelled_resources_and_proxies(fake: Any) -> None:
 def test_leader_believes_the_freshest_view_over_observe_ports(
     fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.kafka_wire import PartitionView
+    from harness.kafka.wire import PartitionView
 
     cluster, _, _ = fake
     asked: list[tuple[str, int]] = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunOptions, execute
+from harness.run.runner import RunOptions, execute
 from history import load_history
 from workloads.eos_config import EosOptions
 from workloads.eos_copier import parse_line

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.runner import drain_tally, run_stats
+from common.errors import HarnessError
+from harness.run.runner import drain_tally, run_stats
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig, input_of, transform
 from workloads.eos_final import parse_table
 from workloads.eos_kafka import parse_group_metadata
@@ -165,7 +165,7 @@ def test_processor_signals_pause_resume_kill(tmp_path) -> None:  # type: ignore[
     import sys
     import types
 
-    from harness.node import process_state
+    from common.procfs import process_state
     from workloads.eos import EosWorkload, _Instance
 
     cluster = types.SimpleNamespace(dir=tmp_path)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.runner import RunContext, RunOptions, RunResult, execute
-from harness.waits import wait_for
+from common.waits import wait_for
+from harness.run.runner import RunContext, RunOptions, RunResult, execute
 from history import check_pairing, load_history, read_process_file
 from workloads.eos_config import EosOptions, Hook, input_of
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.evidence import parse_dump
+from harness.substrate.evidence import parse_dump
 
 SAMPLE = """\
 Dumping /data/n1/out-1/00000000000000000000.log

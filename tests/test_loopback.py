@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import Cluster, ClusterConfig
-from harness.errors import HarnessError
-from harness.readiness import ensure_topic
+from common.errors import HarnessError
+from harness.kafka.readiness import ensure_topic
+from harness.substrate.api import ClusterConfig
+from harness.substrate.process.cluster import Cluster
 from tests.kafka_io import read_committed, transactional_write
 
 pytestmark = pytest.mark.cluster

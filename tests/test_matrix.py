@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.matrix import choose_versions, latest_lines, load_seen, update_seen
-from harness.matrix_cells import judge_cell, outcome_of, recovery_seconds, verdict_of
-from harness.matrix_output import junit_xml, write_outputs
-from harness.matrix_scenarios import SCENARIOS, expand, resolve_scenarios
-from harness.trends_data import new_safety_anomalies, seen_safety_types
+from common.errors import HarnessError
+from harness.nightly.cells import judge_cell, outcome_of, recovery_seconds, verdict_of
+from harness.nightly.matrix import choose_versions, latest_lines, load_seen, update_seen
+from harness.nightly.output import junit_xml, write_outputs
+from harness.nightly.scenarios import SCENARIOS, expand, resolve_scenarios
+from harness.nightly.trends_data import new_safety_anomalies, seen_safety_types
 
 AVAILABLE = ["4.10.0", "4.9.0", "4.3.1", "4.3.0", "4.0.0", "3.9.2", "3.9.1"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.readiness import ensure_topic
+from harness.kafka.readiness import ensure_topic
 from history import Recorder, read_process_file
 from nemeses.engine import Nemesis
 from nemeses.kinds import KINDS

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from harness.nemesis_run import ScheduledNemesis
-from harness.runner import RunOptions, RunResult, execute
-from harness.runstate import marked_processes
+from harness.run.nemesis import ScheduledNemesis
+from harness.run.runner import RunOptions, RunResult, execute
+from harness.substrate.runstate import marked_processes
 from history import load_history, read_process_file
 from nemeses.schedule import Event, Schedule, load
 from workloads.eos_config import EosOptions

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.install import cache_root
+from harness.kafka.install import cache_root
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.progress import RunWatcher
+from harness.run.progress import RunWatcher
 
 
 def _append(path: Path, *ops: dict, partial: str = "") -> None:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from checkers.queue import check_queue, load_queue_history
-from harness.errors import HarnessError
-from harness.waits import wait_for
+from common.errors import HarnessError
+from common.waits import wait_for
 from history import check_pairing, load_history, merge_histories, read_process_file
 from workloads import queue_client
 from workloads.queue import QueueOptions, QueueWorkload, run_queue

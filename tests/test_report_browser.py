@@ -30,8 +30,8 @@ def broken_run(cluster: Any, store: Path, seed: int = 7) -> Path:
     Shared with the docs screenshot: ``docs/img/report-failure.png`` comes from such a run.
     """
     from checkers.cli import check_run_dir
-    from harness.nemesis_run import ScheduledNemesis
-    from harness.runner import RunOptions, execute
+    from harness.run.nemesis import ScheduledNemesis
+    from harness.run.runner import RunOptions, execute
     from workloads.eos_config import EosOptions, Hook
 
     suffix = f"-report-{uuid.uuid4().hex[:6]}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.serve import find_runs, make_server, write_index
+from harness.report.serve import find_runs, make_server, write_index
 
 
 def _run(store: Path, rel: str, config: dict, **files: object) -> Path:

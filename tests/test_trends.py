@@ -86,8 +86,8 @@ def two_nights(tmp_path: Path) -> Path:
 
 def test_trends_show_what_changed_between_two_nights(two_nights: Path) -> None:
     from checkers.spark import spark_session
-    from harness.trends import compute_trends, write_trends
-    from harness.trends_data import load_matrix, matrix_files
+    from harness.nightly.trends import compute_trends, write_trends
+    from harness.nightly.trends_data import load_matrix, matrix_files
 
     paths = [p for p in matrix_files(two_nights) if load_matrix(p) is not None]
     assert len(paths) == 2

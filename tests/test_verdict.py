@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from checkers.cli import _merge_verdicts
-from harness.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, exit_status, explain
+from harness.run.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, exit_status, explain
 
 
 def _eos_part(**counts: int) -> dict:
@@ -77,7 +77,7 @@ def test_summary_table_names_the_invalid_checkers() -> None:
 
     from rich.console import Console
 
-    from harness.summary import summary_table
+    from harness.run.summary import summary_table
 
     merged = _merge_verdicts({"eos": _eos_part(duplicate=3)})
     out = io.StringIO()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.versions import (
+from common.errors import HarnessError
+from harness.kafka.versions import (
     DEFAULT_KAFKA_VERSION,
     KafkaVersion,
     check_version,
@@ -57,7 +57,7 @@ def test_unknown_version_names_neighbours() -> None:
 
 
 def test_versions_report_marks_installed_and_new() -> None:
-    from harness.versions import versions_report
+    from harness.kafka.versions import versions_report
 
     rows = versions_report(["4.9.0", "4.10.0", "3.9.1"], {"3.9.1"}, {"3.9.1", "4.9.0"})
     assert [r["version"] for r in rows] == ["4.10.0", "4.9.0", "3.9.1"]

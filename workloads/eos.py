@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
-from harness.node import process_state
-from harness.readiness import ensure_topic
-from harness.waits import WaitTimeout, wait_for
+from common.errors import HarnessError
+from common.procfs import process_state
+from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import eos_final
 from workloads.eos_config import EosOptions
@@ -35,7 +34,7 @@ from workloads.eos_seeder import SeedResult, result_from_history
 from workloads.processes import PROJECT_ROOT, Child, Supervisor, child_env, spawn_module
 
 if TYPE_CHECKING:
-    from harness.cluster import Cluster
+    from workloads.base import ClusterAccess as Cluster
 
 log = logging.getLogger("workloads.eos")
 
@@ -83,7 +82,7 @@ class EosWorkload(Supervisor):
         o = self.options
         config = {"min.insync.replicas": str(o.min_insync)}
         for topic in (o.input_topic, o.output_topic):
-            ensure_topic(self.cluster, topic, o.partitions, o.replication, config, timeout=60)
+            self.cluster.ensure_topic(topic, o.partitions, o.replication, config, timeout=60)
 
     def seed(self, seconds: float, stop: threading.Event | None = None) -> SeedResult:
         """Run the seeder (its own OS process), its sends spread over ``seconds``; wait for it."""
@@ -154,16 +153,11 @@ class EosWorkload(Supervisor):
         self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes]
     ) -> subprocess.Popen[bytes]:
         """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier)."""
-        from harness.coordinators import tools_log_option
-        from workloads.eos_copier import copier_command, start_copier
+        from workloads.eos_copier import JVM_OPTS, copier_command, start_copier
 
-        install = self.cluster.install
-        assert install is not None
         o = self.options
         cmd = copier_command(
-            install.java,
-            install.classpath,
-            tools_log_option(install),
+            self.cluster.tool_command("TransactionalMessageCopier", JVM_OPTS),
             bootstrap=self.cluster.bootstrap,
             input_topic=o.input_topic,
             output_topic=o.output_topic,

@@ -2,7 +2,7 @@
 
 The supervisor (``workloads.eos``), the processors (``workloads.eos_processor``, separate OS
 processes that receive their configuration as JSON on the command line) and the stand-in
-summary in ``harness.runner`` all read these definitions, so a header name or the value
+summary in ``harness.run.runner`` all read these definitions, so a header name or the value
 transform cannot drift between the writer of a record and its reader.
 """
 
@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.errors import HarnessError
+from common.errors import HarnessError
 
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.

@@ -23,13 +23,11 @@ from typing import IO, Any
 from history import Recorder
 
 COPIER_CLASS = "org.apache.kafka.tools.TransactionalMessageCopier"
-JVM_OPTS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+JVM_OPTS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 def copier_command(
-    java: str,
-    classpath: str,
-    log_config_opt: str,
+    prefix: list[str],
     *,
     bootstrap: str,
     input_topic: str,
@@ -41,7 +39,7 @@ def copier_command(
     random_aborts: bool,
 ) -> list[str]:
     cmd = [
-        java, *JVM_OPTS, log_config_opt, "-cp", classpath, COPIER_CLASS,
+        *prefix,
         "--broker-list", bootstrap,
         "--input-topic", input_topic,
         "--input-partition", "0",

@@ -14,12 +14,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
+from common.errors import HarnessError
 from history import Recorder
 from workloads.eos_kafka import decode_headers
 
 if TYPE_CHECKING:
-    from harness.cluster import Cluster
+    from workloads.base import ClusterAccess as Cluster
 
 QUIET = {"log_level": 0}
 
@@ -242,12 +242,8 @@ def parse_table(text: str) -> list[dict[str, str]]:
 
 
 def find_hanging(cluster: Cluster, broker: int) -> list[dict[str, str]]:
-    from harness.coordinators import run_tool, tool_class
-
-    assert cluster.install is not None
-    out = run_tool(
-        cluster,
-        tool_class(cluster.install, "TransactionsCommand"),
+    out = cluster.run_tool(
+        "TransactionsCommand",
         "--bootstrap-server",
         cluster.internal_bootstrap,
         "find-hanging",
@@ -259,7 +255,7 @@ def find_hanging(cluster: Cluster, broker: int) -> list[dict[str, str]]:
 
 def record_hanging(rec: Recorder, cluster: Cluster) -> None:
     """Kafka's ``TransactionsCommand find-hanging`` for every broker, the JVMs run in parallel."""
-    brokers = [n.node_id for n in cluster.nodes]
+    brokers = cluster.node_ids()
     rec.invoke("find-hanging", {"brokers": brokers})
 
     def one(broker: int) -> dict[str, Any]:

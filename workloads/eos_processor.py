@@ -28,7 +28,7 @@ from dataclasses import asdict
 from types import FrameType
 from typing import Any
 
-from harness.errors import HarnessError
+from common.errors import HarnessError
 from history import Recorder
 from workloads.eos_config import (
     H_GENERATION,

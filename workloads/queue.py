@@ -34,9 +34,8 @@ from pathlib import Path
 from time import monotonic_ns
 from typing import IO, TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
-from harness.readiness import ensure_topic
-from harness.waits import WaitTimeout, wait_for
+from common.errors import HarnessError
+from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
 from workloads.processes import Child, Supervisor, child_env, spawn_module
 from workloads.queue_client import (
@@ -49,7 +48,7 @@ from workloads.queue_client import (
 )
 
 if TYPE_CHECKING:
-    from harness.cluster import Cluster
+    from workloads.base import ClusterAccess as Cluster
 
 log = logging.getLogger("workloads.queue")
 
@@ -248,7 +247,7 @@ class QueueWorkload(Supervisor):
         """The topic: one partition per key, RF ``replication``, ``min.insync.replicas``."""
         o = self.options
         config = {"min.insync.replicas": str(o.min_insync)}
-        ensure_topic(self.cluster, o.topic, o.keys, o.replication, config, timeout=60)
+        self.cluster.ensure_topic(o.topic, o.keys, o.replication, config, timeout=60)
 
     def _supervisor_meta(self) -> dict[str, Any]:
         return {"workload": "queue", "role": "supervisor"}

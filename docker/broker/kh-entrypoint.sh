@@ -1,7 +1,7 @@
 #!/bin/sh
 # Start one combined broker+controller from a harness-generated config.
 #
-# The config comes base64-encoded in KH_SERVER_PROPERTIES (what harness/backend_docker.py
+# The config comes base64-encoded in KH_SERVER_PROPERTIES (what harness/substrate/docker/cluster.py
 # passes: no bind mount, so it works whatever file system the engine sees), or from the file
 # KH_CONFIG_FILE (what docker/compose.yaml mounts). Storage is formatted on the first start
 # only (--ignore-formatted): a killed container restarts on the data its volume kept.

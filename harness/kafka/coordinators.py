@@ -1,0 +1,68 @@
+"""Who coordinates what: the look-ups that let a fault be aimed at the right node.
+
+A group's coordinator is the leader of partition ``abs(hash(group)) % N`` of
+``__consumer_offsets``; a transactional id's coordinator is the leader of the same function's
+partition of ``__transaction_state`` (``hash`` being Java's ``String.hashCode`` and ``abs``
+Kafka's ``Utils.abs``, which maps ``Integer.MIN_VALUE`` to 0). Computing this locally costs
+nothing and needs no JVM; the tests cross-check it against the brokers' own answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING
+
+from common.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.substrate.api import Cluster
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(key: str, partitions: int) -> int:
+    return kafka_abs(java_string_hash(key)) % partitions
+
+
+def active_controller(cluster: Cluster) -> int:
+    """The current KRaft quorum leader, as the quorum itself reports it."""
+    out = cluster.run_tool(
+        "MetadataQuorumCommand",
+        "--bootstrap-server",
+        cluster.internal_bootstrap,
+        "describe",
+        "--status",
+    )
+    m = re.search(r"^LeaderId:\s*(\d+)", out, re.M)
+    if not m:
+        raise HarnessError(f"no LeaderId in metadata quorum status: {out.strip()[:200]}")
+    return int(m.group(1))
+
+
+def describe_transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
+    """The transaction coordinator as the brokers report it (Kafka's TransactionsCommand)."""
+    out = cluster.run_tool(
+        "TransactionsCommand",
+        "--bootstrap-server",
+        cluster.internal_bootstrap,
+        "describe",
+        "--transactional-id",
+        transactional_id,
+    )
+    lines = [[c.strip() for c in ln.split("\t")] for ln in out.splitlines() if "\t" in ln]
+    for header, row in itertools.pairwise(lines):
+        if "CoordinatorId" in header:
+            return int(row[header.index("CoordinatorId")])
+    raise HarnessError(f"unexpected TransactionsCommand output: {out.strip()[:200]}")

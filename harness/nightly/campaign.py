@@ -1,0 +1,197 @@
+"""Campaigns: many seeded runs of the same scenario, to measure how often the checkers are right.
+
+A single run says little about a checker: a broken variant may slip through when no fault
+hits the window that exposes it, and a false alarm may show up once in ten runs. The issue's
+acceptance points are rates (each broken variant caught in >= 9 of 10 seeded runs; no safety
+anomaly in 10 seeded correct runs under every fault), so this module runs them:
+
+    python -m harness campaign --variants at-least-once,offsets-outside-txn,read-uncommitted,\
+no-rewind --runs 10 --time-limit 60 --nemesis kill-processor,pause-processor,zombie \
+--shared-cluster
+    python -m harness campaign --variants eos --runs 10 --time-limit 60 --nemesis all
+
+With ``--shared-cluster`` every run uses one cluster (unique topics, groups and transactional
+ids per run) and is judged by the history checks only, which saves a cluster start and a log
+dump per run; without it each run is a complete ``python -m harness run`` (fresh cluster,
+broker-log evidence included). Results go to ``<store>/campaign/<timestamp>/campaign.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from common.errors import HarnessError
+from harness.run.runner import RunOptions, execute, new_run_dir, run
+from harness.run.verdict import bad_types, explain, judge
+
+#: The anomaly type that must be found for each broken variant (docs/anomalies.md).
+EXPECTED = {
+    "at-least-once": "duplicate",
+    "offsets-outside-txn": "duplicate",
+    "read-uncommitted": "aborted-read",
+    "no-rewind": "lost",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workloads.eos_config import VARIANTS
+
+    p.add_argument("--variants", default="eos", help=f"comma list of: {', '.join(VARIANTS)}")
+    p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--time-limit", type=float, default=60.0)
+    p.add_argument("--nemesis", default="kill-processor,pause-processor,zombie")
+    p.add_argument("--nemesis-interval", type=float, default=10.0)
+    p.add_argument("--nemesis-duration", type=float, default=10.0)
+    p.add_argument("--abort-probability", type=float, default=0.05)
+    p.add_argument("--values", type=int, default=5000)
+    p.add_argument("--store", default="store")
+    p.add_argument("--shared-cluster", action="store_true")
+    p.add_argument("--kafka-version", default=None)
+
+
+def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> RunOptions:
+    from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+    from workloads.eos_config import EosOptions
+
+    eos = EosOptions(
+        variant=variant,
+        values=args.values,
+        seed=seed,
+        abort_probability=args.abort_probability,
+        name_suffix=suffix,
+        session_timeout_ms=6000,
+    )
+    eos.validate()
+    return RunOptions(
+        workload="eos",
+        time_limit=args.time_limit,
+        seed=seed,
+        kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION,
+        store=Path(args.store),
+        nemesis=args.nemesis,
+        nemesis_interval=args.nemesis_interval,
+        nemesis_duration=args.nemesis_duration,
+        eos=eos,
+    )
+
+
+@contextlib.contextmanager
+def _shared(args: argparse.Namespace, root: Path) -> Iterator[Any]:
+    """One cluster and one Spark session for the whole campaign (or neither)."""
+    if not args.shared_cluster:
+        yield None
+        return
+    from checkers.spark import start_spark, stop_spark
+    from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+    from harness.substrate.api import ClusterConfig
+    from harness.substrate.process.cluster import Cluster
+
+    cfg = ClusterConfig(kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION, store=root)
+    with Cluster(cfg) as cluster:
+        start_spark()
+        try:
+            yield cluster
+        finally:
+            stop_spark()
+
+
+def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed: int) -> dict:
+    from harness.run.nemesis import ScheduledNemesis
+
+    suffix = f"-{variant}-s{seed}-{uuid.uuid4().hex[:4]}"
+    options = _options(args, variant, seed, suffix)
+    t0 = time.monotonic()
+    try:
+        if cluster is None:
+            options = replace(options, store=root / "runs")
+            result = run(options)
+            run_dir, verdict = result.run_dir, result.verdict or {"valid": "unknown"}
+        else:
+            run_dir = new_run_dir(root / "runs", options.test_name)
+            nemeses = [ScheduledNemesis(options)] if args.nemesis != "none" else []
+            execute(cluster, options, run_dir, nemeses)
+            verdict = judge(run_dir)
+    except Exception as e:  # one failed run must not end the campaign
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return {
+            "variant": variant,
+            "seed": seed,
+            "valid": "unknown",
+            "error": f"{type(e).__name__}: {e} ({Path(where.filename).name}:{where.lineno})",
+            "seconds": round(time.monotonic() - t0, 1),
+        }
+    return {
+        "variant": variant,
+        "seed": seed,
+        "valid": verdict.get("valid"),
+        "bad_anomaly_types": bad_types(verdict) if verdict.get("valid") is False else [],
+        "anomalies": verdict.get("anomalies", {}),
+        "explain": explain(verdict),
+        "run_dir": str(run_dir),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: how many runs, how many judged as they should be, and the rate."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        v = r["variant"]
+        s = out.setdefault(v, {"runs": 0, "as_expected": 0, "unknown": 0, "expect": ""})
+        s["runs"] += 1
+        if v == "eos":
+            s["expect"] = "valid (no safety anomaly)"
+            ok = r["valid"] is True
+        else:
+            s["expect"] = f"invalid with {EXPECTED.get(v, '?')}"
+            ok = r["valid"] is False and EXPECTED.get(v) in r.get("bad_anomaly_types", [])
+        s["as_expected"] += ok
+        s["unknown"] += r["valid"] not in (True, False)
+    for s in out.values():
+        s["rate"] = round(s["as_expected"] / s["runs"], 3) if s["runs"] else 0.0
+    return out
+
+
+def campaign_command(args: argparse.Namespace) -> int:
+    from workloads.eos_config import VARIANTS
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise HarnessError(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    if args.runs < 1:
+        raise HarnessError("--runs must be at least 1")
+    root = new_run_dir(Path(args.store), "campaign")
+    out = root / "campaign.json"
+    runs: list[dict[str, Any]] = []
+    print(f"campaign: {root}", flush=True)
+    with _shared(args, root) as cluster:
+        for variant in variants:
+            for seed in range(args.first_seed, args.first_seed + args.runs):
+                r = _one(args, cluster, root, variant, seed)
+                runs.append(r)
+                print(
+                    f"{variant} seed {seed}: {r.get('explain', r.get('error'))} "
+                    f"({r['seconds']:.0f} s)",
+                    flush=True,
+                )
+                doc = {"args": vars(args), "runs": runs, "summary": summarize(runs)}
+                out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    summary = summarize(runs)
+    for variant, s in summary.items():
+        print(
+            f"{variant}: {s['as_expected']}/{s['runs']} {s['expect']} "
+            f"(unknown {s['unknown']}; rate {s['rate']:.0%})"
+        )
+    target = {v: (0.9 if v != "eos" else 1.0) for v in summary}
+    return 0 if all(s["rate"] >= target[v] for v, s in summary.items()) else 1

@@ -1,0 +1,184 @@
+"""The scenarios a matrix runs, and their expansion into cells (version x scenario x TV).
+
+Why a separate module: which scenarios exist, which transaction versions a Kafka line supports
+and which client can speak which one are pure rules that the tests pin down without a cluster;
+``harness.nightly.matrix`` only runs what this module lists.
+
+A *scenario* is one ``python -m harness run`` configuration (client, variant, nemesis, time
+limit) plus what the verdict must be. Correct scenarios are expected ``valid``; broken-on-purpose
+variants are expected ``invalid`` and count as a pass when the checkers catch them. A scenario
+names the transaction versions it wants; on a Kafka line that cannot format them (3.x has no
+``transaction.version`` feature) it runs once with the default (recorded as TV 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.errors import HarnessError
+from harness.kafka.versions import KafkaVersion
+
+#: librdkafka (confluent-kafka) does not implement KIP-890, so only Kafka's Java client runs TV2.
+CLIENT_TVS: dict[str, tuple[int, ...]] = {"python": (0,), "java": (0, 2)}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run configuration and its expected verdict."""
+
+    name: str
+    client: str = "python"
+    variant: str = "eos"
+    nemesis: str = "none"
+    time_limit: float = 20.0
+    #: Transaction versions to run on lines that support a choice (Kafka >= 4.0).
+    tvs: tuple[int, ...] = (0,)
+    expected: str = "valid"
+    #: Seconds between faults and how long each lasts; short runs need short ones, or the
+    #: first fault (due one interval after the start) never comes.
+    nemesis_interval: float = 5.0
+    nemesis_duration: float = 5.0
+
+    def run_args(self) -> list[str]:
+        """The ``python -m harness run`` arguments of this scenario (no version, store, TV)."""
+        args = ["--workload", "eos", "--client", self.client, "--nemesis", self.nemesis]
+        if self.nemesis != "none":
+            args += ["--nemesis-interval", f"{self.nemesis_interval:g}"]
+            args += ["--nemesis-duration", f"{self.nemesis_duration:g}"]
+        if self.variant != "eos":
+            args += ["--variant", self.variant]
+        return args
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the matrix: a scenario on one Kafka version with one transaction version."""
+
+    version: str
+    scenario: Scenario
+    #: None when the version has no choice (3.x): the run passes no ``--transaction-version``.
+    transaction_version: int | None
+    time_limit: float
+
+    @property
+    def tv_label(self) -> int:
+        return self.transaction_version or 0
+
+    @property
+    def scenario_id(self) -> str:
+        """The matrix column: the scenario name plus the transaction version it ran with."""
+        return f"{self.scenario.name}/tv{self.tv_label}"
+
+    @property
+    def cell_id(self) -> str:
+        """A file-system-safe unique name, used for the cell's store directory."""
+        return f"{self.version}-{self.scenario.name}-tv{self.tv_label}"
+
+    def run_args(self, seed: int | None) -> list[str]:
+        args = [*self.scenario.run_args(), "--kafka-version", self.version]
+        args += ["--time-limit", f"{self.time_limit:g}"]
+        if self.transaction_version is not None:
+            args += ["--transaction-version", str(self.transaction_version)]
+        if seed is not None:
+            args += ["--seed", str(seed)]
+        return args
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("eos-python-kill-processor", nemesis="kill-processor", time_limit=20),
+        Scenario("eos-python-none", time_limit=10),
+        Scenario("eos-python-partition", nemesis="partition", time_limit=30),
+        Scenario("eos-python-pauses", nemesis="pause,pause-processor", time_limit=30),
+        Scenario("eos-python-zombie", nemesis="zombie", time_limit=30),
+        Scenario("eos-python-kills", nemesis="kill,kill-processor", time_limit=30),
+        Scenario("eos-python-late", nemesis="late-request,slow", time_limit=30),
+        Scenario("eos-python-all", nemesis="all", time_limit=60),
+        Scenario("eos-java", client="java", time_limit=10, tvs=(2,)),
+        Scenario("eos-java-tv0-tv2", client="java", time_limit=10, tvs=(0, 2)),
+        Scenario("eos-java-kills", client="java", nemesis="kill", time_limit=30, tvs=(0, 2)),
+        Scenario(
+            "broken-at-least-once",
+            variant="at-least-once",
+            # A zombie (paused past the 10 s session timeout before its commit step) exposes
+            # it every time; a random kill rarely lands in the window (see README).
+            nemesis="kill-processor,zombie",
+            time_limit=30,
+            nemesis_interval=3,
+            nemesis_duration=15,
+            expected="invalid",
+        ),
+        # Caught without any fault: the seeder's aborted batches are read and transformed.
+        Scenario(
+            "broken-read-uncommitted", variant="read-uncommitted", time_limit=10, expected="invalid"
+        ),
+        Scenario(
+            "broken-offsets-outside-txn",
+            variant="offsets-outside-txn",
+            # A zombie (paused past the 10 s session timeout before its commit step) exposes
+            # it every time; a random kill rarely lands in the window (see README).
+            nemesis="kill-processor,zombie",
+            time_limit=30,
+            nemesis_interval=3,
+            nemesis_duration=15,
+            expected="invalid",
+        ),
+    )
+}
+
+SCENARIO_SETS: dict[str, tuple[str, ...]] = {
+    # ~6 cells for two versions: fits in about a quarter of an hour on 2 cores.
+    "smoke": ("eos-python-kill-processor", "eos-java", "broken-read-uncommitted"),
+    "tiny": ("eos-python-none",),
+    "nightly": (
+        "eos-python-kill-processor",
+        "eos-python-partition",
+        "eos-python-pauses",
+        "eos-python-zombie",
+        "eos-python-late",
+        "eos-java-tv0-tv2",
+        "eos-java-kills",
+        "broken-read-uncommitted",
+        "broken-at-least-once",
+        "broken-offsets-outside-txn",
+    ),
+    "broken": ("broken-read-uncommitted", "broken-at-least-once", "broken-offsets-outside-txn"),
+}
+
+
+def resolve_scenarios(spec: str) -> list[Scenario]:
+    """A set name (``smoke``) or a comma list of set and scenario names, in order, no repeats."""
+    out: list[Scenario] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        names = SCENARIO_SETS.get(part) or ((part,) if part in SCENARIOS else None)
+        if names is None:
+            known = ", ".join([*SCENARIO_SETS, *SCENARIOS])
+            raise HarnessError(f"unknown scenario or set {part!r} (known: {known})")
+        out += [SCENARIOS[n] for n in names if SCENARIOS[n] not in out]
+    if not out:
+        raise HarnessError("--scenarios names no scenario")
+    return out
+
+
+def transaction_versions(version: str, scenario: Scenario) -> list[int | None]:
+    """The TVs ``scenario`` runs with on ``version``: its wanted ones the line and the client
+    support, or [None] (the line's default) when the line offers no choice or none fits."""
+    if not KafkaVersion(version).supports_transaction_version:
+        return [None]
+    usable = [tv for tv in scenario.tvs if tv in CLIENT_TVS[scenario.client]]
+    return list(usable) or [None]
+
+
+def expand(
+    versions: list[str], scenarios: list[Scenario], time_limit: float | None = None
+) -> list[Cell]:
+    """Every cell, version-major (so one Kafka installation is used at a time)."""
+    cells = []
+    for v in versions:
+        for s in scenarios:
+            tl = time_limit if time_limit is not None else s.time_limit
+            cells += [Cell(v, s, tv, tl) for tv in transaction_versions(v, s)]
+    return cells

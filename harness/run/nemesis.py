@@ -1,0 +1,123 @@
+"""Bridges the fault schedule engine (``nemeses``) into a run (``harness.run.runner``).
+
+Nemeses know nothing of the harness or the workloads; this adapter hands them the cluster
+(which already has the verbs they need) and a client view of the workload, records their
+ops under process ``nemesis``, and saves the schedule actually executed as
+``schedule.json`` in the run directory, from which ``--replay`` reproduces the run's faults.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from common.errors import HarnessError
+from nemeses import schedule as schedules
+from nemeses.engine import Nemesis as Engine
+from nemeses.kinds import parse_kinds
+from nemeses.targets import FaultContext
+
+if TYPE_CHECKING:
+    from harness.run.options import RunContext, RunOptions
+
+log = logging.getLogger("harness.nemesis")
+
+
+@dataclass
+class WorkloadClients:
+    """The eos workload as nemeses see it (satisfies ``nemeses.control.ClientControl``)."""
+
+    workload: Any
+    bootstrap: str
+    group_id: str
+    input_topic: str
+    output_topic: str
+    session_timeout_s: float
+    transaction_timeout_s: float
+    pause_at_commit: bool = True
+
+    def processor_pids(self) -> dict[int, int]:
+        return self.workload.processor_pids()
+
+    def transactional_ids(self) -> dict[int, str]:
+        return self.workload.transactional_ids()
+
+
+def kinds_for(options: RunOptions, netns: bool) -> list[str]:
+    try:
+        return parse_kinds(options.nemesis, netns=netns, clients=True)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
+
+
+def plan(options: RunOptions, netns: bool) -> schedules.Schedule:
+    """The schedule of a run: replayed from a file, or generated from the seed."""
+    if options.replay is not None:
+        try:
+            return schedules.load(Path(options.replay))
+        except ValueError as exc:
+            raise HarnessError(str(exc)) from None
+    eos = options.eos
+    return schedules.generate(
+        kinds_for(options, netns),
+        seed=options.seed,
+        time_limit=options.time_limit,
+        interval=options.nemesis_interval,
+        duration=options.nemesis_duration,
+        nodes=options.nodes,
+        has_clients=True,
+        session_timeout_s=(eos.session_timeout_ms / 1000) if eos else 10.0,
+    )
+
+
+class ScheduledNemesis:
+    """The runner's nemesis hook: start the engine, stop it, heal, save the schedule."""
+
+    name = "schedule"
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.engine: Engine | None = None
+        self.recorder: Any = None
+        self.schedule: schedules.Schedule | None = None
+
+    def start(self, ctx: RunContext) -> None:
+        eos = ctx.options.eos
+        assert eos is not None
+        self.schedule = plan(self.options, ctx.cluster.uses_netns)
+        clients = WorkloadClients(
+            ctx.workload,
+            ctx.cluster.bootstrap,
+            eos.group_id,
+            eos.input_topic,
+            eos.output_topic,
+            eos.session_timeout_ms / 1000,
+            eos.transaction_timeout_ms / 1000,
+        )
+        self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
+        self.engine = Engine(FaultContext(ctx.cluster, clients), self.schedule, self.recorder)
+        self.save(ctx.run_dir)
+        self.engine.start()
+
+    def stop(self, ctx: RunContext) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+            self.save(ctx.run_dir)
+
+    def heal(self, ctx: RunContext) -> None:
+        if self.engine is not None:
+            self.engine.heal_all()
+            self.save(ctx.run_dir)
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+    def current(self) -> list[str]:
+        return self.engine.current_faults() if self.engine else []
+
+    def save(self, run_dir: Path) -> None:
+        if self.schedule is not None:
+            executed = self.engine.executed if self.engine else []
+            self.schedule.save(run_dir / "schedule.json", executed=executed)

@@ -1,0 +1,105 @@
+"""What decides a run, and what its fault injectors are handed.
+
+Split from the runner so the nemesis wiring and the workload drivers can name these types
+without importing the runner that calls them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+
+if TYPE_CHECKING:
+    from harness.substrate.api import Cluster
+    from history import Recorder
+    from workloads.eos import EosWorkload
+    from workloads.eos_config import EosOptions
+
+WORKLOADS = ("eos", "queue")
+
+
+@dataclass
+class RunOptions:
+    """Everything that decides what a run does; written to ``config.json``."""
+
+    workload: str = "eos"
+    time_limit: float = 60.0
+    seed: int = 0
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    transaction_version: int | None = None
+    nodes: int = 3
+    network: str = "auto"
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    store: Path = Path("store")
+    nemesis: str = "none"
+    nemesis_interval: float = 10.0
+    nemesis_duration: float = 10.0
+    replay: Path | None = None
+    eos: EosOptions | None = None
+    #: Options of the queue workload (``workloads.queue.QueueOptions`` fields).
+    queue: dict[str, Any] | None = None
+    #: Where brokers run: ``process`` (JVMs here), ``docker`` or ``auto``
+    #: (``harness.substrate.backends``).
+    backend: str = "auto"
+
+    @property
+    def test_name(self) -> str:
+        parts = [self.workload]
+        if self.workload == "queue" and self.queue:
+            parts.append("txn" if self.queue.get("txn", True) else "notxn")
+            parts.append(str(self.queue.get("sub_via", "assign")))
+        if self.workload == "eos" and self.eos is not None and self.eos.variant != "eos":
+            parts.append(self.eos.variant)
+        if self.workload == "eos" and self.eos is not None and self.eos.client != "python":
+            parts.append(self.eos.client)
+        if self.replay is not None:
+            parts.append("replay")
+        elif self.nemesis not in ("", "none"):
+            parts.append(self.nemesis.replace(",", "+"))
+        return "-".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["store"] = str(self.store)
+        out["replay"] = str(self.replay) if self.replay else None
+        out["eos"] = self.eos.to_dict() if self.eos is not None else None
+        out["test_name"] = self.test_name
+        return out
+
+
+@dataclass
+class RunContext:
+    """What a nemesis gets: the cluster, the workload (processor pids), where to record."""
+
+    cluster: Cluster
+    workload: EosWorkload
+    options: RunOptions
+    run_dir: Path
+
+    @property
+    def processes_dir(self) -> Path:
+        return self.run_dir / "processes"
+
+    def recorder(self, process: str, meta: dict[str, Any] | None = None) -> Recorder:
+        """A history file of its own for a nemesis (``processes/<process>.jsonl``)."""
+        from history import Recorder
+
+        return Recorder(self.processes_dir / f"{process}.jsonl", process, meta)
+
+
+class Nemesis(Protocol):
+    """The hook for fault injection. ``start`` begins injecting (typically in a thread of its
+    own, recording ops under its own process); ``stop`` ends injection; ``heal`` undoes every
+    fault still in effect. All three are called once, in that order, ``stop``/``heal`` even
+    when the run failed."""
+
+    name: str
+
+    def start(self, ctx: RunContext) -> None: ...
+
+    def stop(self, ctx: RunContext) -> None: ...
+
+    def heal(self, ctx: RunContext) -> None: ...

@@ -1,0 +1,70 @@
+"""The end-of-run summary: per checker, valid or not and what it found; then where to look."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.run.verdict import explain
+
+
+def _mark(valid: Any) -> str:
+    return {True: "[green]valid[/]", False: "[bold red]INVALID[/]"}.get(valid, "[yellow]?[/]")
+
+
+def summary_table(verdict: dict[str, Any]) -> Table:
+    """One row per checker (per check family of the queue checker), then liveness."""
+    table = Table(title="verdict", title_justify="left")
+    table.add_column("checker")
+    table.add_column("verdict")
+    table.add_column("anomalies")
+    checkers = verdict.get("checkers") or {}
+    if not checkers:  # the queue checker reports one verdict for the whole history
+        checkers = {"queue": verdict}
+    for name, res in checkers.items():
+        counts = res.get("anomalies")
+        if counts is None:
+            counts = {name: res.get("count", 0)} if res.get("count") else {}
+        found = ", ".join(f"{t} x{n}" for t, n in sorted(counts.items()) if n) or "-"
+        if res.get("valid") == "unknown":
+            found = str(res.get("error", "could not run"))
+        table.add_row(name, _mark(res.get("valid")), found)
+    for part, res in (verdict.get("liveness") or {}).items():
+        if isinstance(res, dict) and "valid" in res:
+            note = "-"
+            if res["valid"] is False:
+                note = f"drain {res.get('drain')}; {res.get('unconsumed', '?')} seeded not consumed"
+            table.add_row(f"progress ({part}, liveness)", _mark(res["valid"]), note)
+    return table
+
+
+def print_summary(
+    verdict: dict[str, Any],
+    run_dir: Path,
+    report: Path | None,
+    *,
+    stats: dict[str, Any] | None = None,
+    tally: dict[str, Any] | None = None,
+    seconds: float = 0.0,
+    console: Console | None = None,
+) -> None:
+    console = console or Console(highlight=False)
+    console.print(summary_table(verdict))
+    if tally:
+        console.print(
+            f"final drain: {tally['seeded']} seeded, {tally['committed_outputs']} committed "
+            f"outputs, {tally['duplicates']} duplicated, {tally['missing']} missing, "
+            f"{tally['unexpected']} unexpected"
+        )
+    if stats:
+        console.print(
+            f"throughput: {stats.get('txns_per_s', 0)} txn/s, "
+            f"{stats.get('records_per_s', 0)} records/s"
+            + (f" ({stats['note']})" if stats.get("note") else "")
+        )
+    console.print(f"verdict: {explain(verdict)}")
+    console.print(f"report: {report or '(not written: see the log)'}")
+    console.print(f"run: {run_dir} ({seconds:.0f} s)")

@@ -1,0 +1,177 @@
+"""The contract between a run and the machine its brokers live on.
+
+Everything above the substrate (the run, nemeses, workloads, nightly jobs) talks to a
+cluster through :class:`Cluster`, a structural protocol both backends satisfy: the process
+backend (``harness.substrate.process``: JVMs in network namespaces) and the Docker backend
+(``harness.substrate.docker``: containers). :class:`ClusterConfig` says what to build; the
+backend decides how.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Self
+
+if TYPE_CHECKING:
+    from harness.kafka.install import Installation
+    from harness.kafka.wire import PartitionView
+    from harness.substrate.runstate import Slot
+
+READY_TOPIC = "__harness_ready"
+INTERNAL_TOPIC_PARTITIONS = 10
+
+
+def default_broker_settings(nodes: int) -> dict[str, str]:
+    """Broker settings for a small, fast, safe test cluster (overridable per run)."""
+    rf = str(min(3, nodes))
+    isr = str(min(2, nodes))
+    return {
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "num.replica.fetchers": "1",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.cleaner.threads": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+        "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "false",
+        "unclean.leader.election.enable": "false",
+        "log.segment.bytes": str(64 * 1024 * 1024),
+    }
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id (22 url-safe base64 chars) that a CLI parser cannot take for a flag."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if cid[0].isalnum():
+            return cid
+
+
+@dataclass
+class ClusterConfig:
+    """Everything that decides what cluster is built; printed into each run's evidence."""
+
+    nodes: int = 3
+    kafka_version: str | None = None
+    transaction_version: int | None = None
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    store: Path | None = None
+    slot: int | None = None
+    base_port: int | None = None
+    network: str = "auto"  # auto | netns | loopback
+    ready_timeout: float = 90.0
+    dump_logs: bool = True
+
+
+class Cluster(Protocol):
+    """What every backend offers; typed against this, helpers need no ``type: ignore``."""
+
+    config: ClusterConfig
+    run_id: str
+    settings: dict[str, str]
+    install: Installation | None
+    slot: Slot | None
+    dir: Path | None
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def uses_netns(self) -> bool: ...
+
+    @property
+    def env(self) -> dict[str, str]: ...
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def internal_bootstrap(self) -> str: ...
+
+    def admin(self) -> Any: ...
+
+    def ensure_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication: int,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None: ...
+
+    def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]: ...
+
+    def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
+
+    def node_ids(self) -> list[int]: ...
+
+    def registered_brokers(self) -> set[int]: ...
+
+    def wait_ready(self, timeout: float = 90.0) -> None: ...
+
+    def partition_views(self, topic: str, partition: int) -> list[PartitionView]: ...
+
+    def partition_view(self, topic: str, partition: int) -> PartitionView: ...
+
+    def leader(self, topic: str, partition: int) -> int | None: ...
+
+    def isr(self, topic: str, partition: int) -> list[int]: ...
+
+    def group_coordinator(self, group_id: str) -> int | None: ...
+
+    def txn_coordinator(self, transactional_id: str) -> int | None: ...
+
+    def active_controller(self) -> int: ...
+
+    def node_state(self, node_id: int) -> str | None: ...
+
+    def node_alive(self, node_id: int) -> bool: ...
+
+    def pause(self, node_id: int) -> None: ...
+
+    def resume(self, node_id: int) -> None: ...
+
+    def kill(self, node_id: int) -> None: ...
+
+    def stop_node(self, node_id: int) -> bool: ...
+
+    def start_node(self, node_id: int, timeout: float = 60.0) -> None: ...
+
+    def restart(self, node_id: int, *, clean: bool = False, timeout: float = 60.0) -> None: ...
+
+    def partition(self, *groups: list[int]) -> None: ...
+
+    def isolate(self, node_id: int) -> None: ...
+
+    def heal(self) -> None: ...
+
+    def can_reach(self, src: int, dst: int) -> bool: ...
+
+    def proxy_name(self, node_id: int) -> str: ...
+
+    def add_toxic(
+        self, node_id: int, kind: str, attributes: dict[str, Any], *, stream: str = "downstream"
+    ) -> str: ...
+
+    def remove_toxic(self, node_id: int, name: str) -> None: ...
+
+    def proxy_down(self, node_id: int) -> None: ...
+
+    def proxy_up(self, node_id: int) -> None: ...
+
+    def heal_all(self) -> None: ...

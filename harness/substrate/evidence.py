@@ -1,0 +1,158 @@
+"""Broker-side ground truth: every partition's log segments, dumped with Kafka's own tool.
+
+Clients can lie (or be wrong) about what they wrote; the log cannot. At teardown each
+node's replicas are dumped with ``DumpLogSegments --deep-iteration`` and every record is
+written as one JSON object, carrying its batch's producer id, producer epoch,
+transactional and control flags, so that the epoch and zombie checkers can judge from what
+the brokers actually stored. Internal topics are decoded with the tool's own decoders.
+
+Output: ``<run>/evidence/logdump.jsonl``, in the format of :mod:`history.logdump_format`
+(described in ``docs/anomalies.md``, section "Broker log evidence", "Input").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from history.logdump_format import BATCH_FIELDS, KINDS, header
+
+if TYPE_CHECKING:
+    from harness.substrate.api import Cluster
+
+_PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\{.*?\}(?= \w+: |$)|\S+)")
+#: DumpLogSegments' fields that are booleans and integers (the batch header's among them).
+_BOOL_FIELDS = {"isTransactional", "isControl", "isvalid"}
+_INT_FIELDS = {
+    *BATCH_FIELDS,
+    "position",
+    "CreateTime",
+    "size",
+    "offset",
+    "keySize",
+    "valueSize",
+    "sequence",
+    "coordinatorEpoch",
+} - _BOOL_FIELDS
+_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def _convert(key: str, raw: str) -> Any:
+    if key in _INT_FIELDS:
+        try:
+            return int(raw)
+        except ValueError:
+            return raw
+    if key in _BOOL_FIELDS:
+        return raw == "true"
+    if key == "headerKeys":
+        inner = raw.strip("[]").strip()
+        return [h.strip() for h in inner.split(",")] if inner else []
+    return raw
+
+
+def _fields(text: str) -> dict[str, Any]:
+    return {k: _convert(k, v) for k, v in _PAIR.findall(text)}
+
+
+def parse_dump(text: str, node: int) -> list[dict[str, Any]]:
+    """Turn ``DumpLogSegments --deep-iteration`` output into one dict per record."""
+    rows: list[dict[str, Any]] = []
+    topic, partition, segment = "", -1, ""
+    batch: dict[str, Any] = {}
+    for line in text.splitlines():
+        if line.startswith("Dumping "):
+            path = Path(line[len("Dumping ") :].strip())
+            segment = path.name
+            m = _DIR.match(path.parent.name)
+            topic, partition = (m["topic"], int(m["partition"])) if m else (path.parent.name, -1)
+        elif line.startswith("baseOffset:"):
+            batch = _fields(line)
+        elif line.startswith("| offset:"):
+            body = line[2:]
+            key = payload = None
+            if " payload: " in body:
+                body, payload = body.split(" payload: ", 1)
+            if " key: " in body:
+                body, key = body.split(" key: ", 1)
+            rec = _fields(body)
+            row: dict[str, Any] = {"node": node, "topic": topic, "partition": partition}
+            row.update({k: batch.get(k) for k in BATCH_FIELDS})
+            row["offset"] = rec.get("offset")
+            row["sequence"] = rec.get("sequence")
+            row["create_time"] = rec.get("CreateTime")
+            row["header_keys"] = rec.get("headerKeys", [])
+            if "endTxnMarker" in rec:
+                row["marker"] = rec["endTxnMarker"]
+                row["coordinator_epoch"] = rec.get("coordinatorEpoch")
+            if key is not None:
+                row["key"] = key
+            if payload is not None:
+                row["payload"] = payload
+            row["segment"] = segment
+            rows.append(row)
+    return rows
+
+
+def _segments(data_dir: Path) -> dict[str, list[Path]]:
+    """Segment files by kind of topic: user data, offsets, transaction log."""
+    kinds: dict[str, list[Path]] = {kind: [] for kind in KINDS}
+    if not data_dir.exists():
+        return kinds
+    for part in sorted(data_dir.iterdir()):
+        if not part.is_dir() or not _DIR.match(part.name) or part.name.startswith("__cluster"):
+            continue
+        logs = sorted(part.glob("*.log"))
+        if part.name.startswith("__consumer_offsets"):
+            kinds["offsets"] += logs
+        elif part.name.startswith("__transaction_state"):
+            kinds["txnlog"] += logs
+        else:
+            kinds["data"] += logs
+    return kinds
+
+
+_KIND_ARGS = {
+    "data": ["--print-data-log"],
+    "offsets": ["--offsets-decoder"],
+    "txnlog": ["--transaction-log-decoder"],
+}
+
+
+def dump_log_segments(cluster: Cluster) -> Path | None:
+    """Dump every replica of every partition on every node into ``evidence/logdump.jsonl``."""
+    assert cluster.dir is not None and cluster.install is not None
+    out_dir = cluster.dir / "evidence"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for node in cluster.nodes:
+        for kind, files in _segments(node.data_dir).items():
+            if files:
+                jobs.append((node.node_id, kind, files))
+
+    def run(job: tuple[int, str, list[Path]]) -> list[dict[str, Any]]:
+        node_id, kind, files = job
+        args = ["--deep-iteration", *_KIND_ARGS[kind], "--files", ",".join(map(str, files))]
+        text = cluster.run_tool("DumpLogSegments", *args, timeout=300)
+        rows = parse_dump(text, node_id)
+        for r in rows:
+            r["kind"] = kind
+        return rows
+
+    out = out_dir / "logdump.jsonl"
+    with ThreadPoolExecutor(max_workers=2) as pool, open(out, "w") as fh:
+        fh.write(json.dumps(header(len(cluster.nodes))) + "\n")
+        for rows in pool.map(run, jobs):
+            for row in rows:
+                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+    return out
+
+
+def read_logdump(path: Path) -> list[dict[str, Any]]:
+    """Records of a dump (header line skipped)."""
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    return [json.loads(ln) for ln in lines[1:] if ln.strip()]

@@ -1,0 +1,47 @@
+"""What a workload needs from a cluster, and nothing more.
+
+Workloads are handed a cluster by the harness and never import it: this structural protocol
+names the few verbs they use, and both substrate backends satisfy it. Faults are not here;
+they belong to ``nemeses``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+
+class ClusterAccess(Protocol):
+    """The client-facing side of a running cluster."""
+
+    dir: Path | None
+
+    @property
+    def bootstrap(self) -> str:
+        """Client path of the clients under test (crosses toxiproxy, so faults reach it)."""
+        ...
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """The harness's own path (final reads, group state): never crosses the toxics."""
+        ...
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment of every spawned process (carries the run marker for reaping)."""
+        ...
+
+    def node_ids(self) -> list[int]: ...
+
+    def ensure_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication: int,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None: ...
+
+    def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]: ...
+
+    def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
