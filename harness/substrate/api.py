@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
+from workloads.base import ClusterAccess
+
 if TYPE_CHECKING:
     from harness.kafka.install import Installation
     from harness.kafka.wire import PartitionView
@@ -73,15 +75,16 @@ class ClusterConfig:
     dump_logs: bool = True
 
 
-class Cluster(Protocol):
-    """What every backend offers; typed against this, helpers need no ``type: ignore``."""
+class Cluster(ClusterAccess, Protocol):
+    """What every backend offers: the client side a workload sees (``ClusterAccess``) and the
+    rest the run, the nemeses and the nightly jobs use. Helpers are typed against this, so
+    either backend passes without ``type: ignore``."""
 
     config: ClusterConfig
     run_id: str
     settings: dict[str, str]
     install: Installation | None
     slot: Slot | None
-    dir: Path | None
 
     def __enter__(self) -> Self: ...
 
@@ -94,31 +97,7 @@ class Cluster(Protocol):
     @property
     def uses_netns(self) -> bool: ...
 
-    @property
-    def env(self) -> dict[str, str]: ...
-
-    @property
-    def bootstrap(self) -> str: ...
-
-    @property
-    def internal_bootstrap(self) -> str: ...
-
     def admin(self) -> Any: ...
-
-    def ensure_topic(
-        self,
-        topic: str,
-        partitions: int,
-        replication: int,
-        config: dict[str, str] | None = None,
-        timeout: float = 30.0,
-    ) -> None: ...
-
-    def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]: ...
-
-    def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
-
-    def node_ids(self) -> list[int]: ...
 
     def registered_brokers(self) -> set[int]: ...
 
@@ -165,7 +144,13 @@ class Cluster(Protocol):
     def proxy_name(self, node_id: int) -> str: ...
 
     def add_toxic(
-        self, node_id: int, kind: str, attributes: dict[str, Any], *, stream: str = "downstream"
+        self,
+        node_id: int,
+        kind: str,
+        attributes: dict[str, Any] | None = None,
+        *,
+        stream: str = "downstream",
+        name: str | None = None,
     ) -> str: ...
 
     def remove_toxic(self, node_id: int, name: str) -> None: ...
