@@ -51,14 +51,15 @@ import random
 import signal
 import sys
 import threading
-import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from time import monotonic_ns
 from types import FrameType
 from typing import Any, Final
 
 from history import Op, OpType, Recorder
 from history.schema import encode_json
+from workloads import jsonconfig
+from workloads.clients import REBALANCE_EVENTS, Calls, ClientError, Exit, make_clients, subscribe
 from workloads.eos_kafka import error_info, warn
 
 EXIT_OK: Final = 0
@@ -76,16 +77,13 @@ CLEAN_EXITS: Final = frozenset({EXIT_OK, EXIT_CRASH})
 #: Values are ``process * VALUE_STRIDE + n``; a process stops before ``n`` reaches the stride.
 VALUE_STRIDE: Final = 10_000_000
 
-#: How long past its own timeout a transactional call may block before we give up on it.
-#: librdkafka's send_offsets_to_transaction can ignore its timeout and block forever when the
-#: group coordinator broker went away (confluentinc/librdkafka#5456, #5511); seen here after a
-#: broker kill and restart.
-HANG_SLACK_S: Final = 5.0
-
 OP_FS: Final = ("send", "poll", "txn")
 SUB_VIAS: Final = ("assign", "subscribe")
 
 Mop = list[Any]
+
+#: How a rebalance event is named in a completion's ``rebalance_log`` (Jepsen's words).
+_REBALANCE_TYPES: Final = dict(zip(REBALANCE_EVENTS, ("assigned", "revoked", "lost"), strict=True))
 
 
 class BadConfig(ValueError):
@@ -166,17 +164,7 @@ class ClientConfig:
 
     @classmethod
     def from_json(cls, text: str) -> ClientConfig:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise BadConfig("config must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = set(raw) - known
-        if unknown:
-            raise BadConfig(f"unknown config keys: {sorted(unknown)}")
-        try:
-            return cls(**raw)
-        except TypeError as exc:
-            raise BadConfig(str(exc)) from None
+        return jsonconfig.from_json(cls, text, "queue client", BadConfig)
 
 
 class QueueRecorder(Recorder):
@@ -216,25 +204,8 @@ class QueueRecorder(Recorder):
         return op  # type: ignore[return-value]
 
 
-class OpError(Exception):
-    """A client call failed; ``info`` is the JSON description that goes into the history."""
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        super().__init__(info.get("message"))
-        self.info = info
-
-
-class Exit(Exception):
-    """Leave the loop and exit the process with ``code``."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def _timeout(stage: str, message: str) -> OpError:
-    return OpError(
+def _timeout(stage: str, message: str) -> ClientError:
+    return ClientError(
         {
             "stage": stage,
             "code": "TIMED_OUT",
@@ -274,8 +245,7 @@ class QueueClient:
         self.assigned: set[int] = set()
         self.subscribed = False
         self.rebalance_log: list[dict[str, Any]] = []
-        #: The stage of a client call that never returned; the process must then exit.
-        self.hung: str | None = None
+        self.calls = Calls(f"process {cfg.process}", cfg.op_timeout_s, floor_s=0.5, wake=self.wake)
         self.rec = QueueRecorder(
             cfg.history_path,
             cfg.process,
@@ -297,59 +267,32 @@ class QueueClient:
     # --- clients -----------------------------------------------------------------------
 
     def _make_clients(self) -> None:
-        from confluent_kafka import Consumer, Producer
-
         cfg = self.cfg
-        common = {"bootstrap.servers": cfg.bootstrap, "log_level": 3}
-        pconf: dict[str, Any] = {
-            **common,
-            "client.id": f"queue-p{cfg.process}",
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 0,
-            # A send that cannot be acknowledged within the op budget is reported, not retried
-            # forever: the op then completes as info (or fail, inside an aborted transaction).
-            "message.timeout.ms": int(cfg.op_timeout_s * 1000),
-        }
-        if cfg.txn:
-            pconf["transactional.id"] = cfg.transactional_id
-            pconf["transaction.timeout.ms"] = cfg.transaction_timeout_ms
-            # librdkafka refuses a message timeout longer than the transaction timeout.
-            pconf["message.timeout.ms"] = min(
-                pconf["message.timeout.ms"], cfg.transaction_timeout_ms
-            )
-        cconf: dict[str, Any] = {
-            **common,
-            "client.id": f"queue-c{cfg.process}",
-            "group.id": cfg.group_id,
-            "isolation.level": "read_committed" if cfg.read_committed else "read_uncommitted",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": cfg.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, min(3000, cfg.session_timeout_ms // 3)),
-            "max.poll.interval.ms": max(60000, cfg.session_timeout_ms),
-        }
-        self.producer = Producer(pconf)
-        self.consumer = Consumer(cconf)
+        self.producer, self.consumer = make_clients(
+            bootstrap=cfg.bootstrap,
+            name="queue",
+            ident=cfg.process,
+            group_id=cfg.group_id,
+            transactional_id=cfg.transactional_id if cfg.txn else None,
+            transaction_timeout_ms=cfg.transaction_timeout_ms,
+            session_timeout_ms=cfg.session_timeout_ms,
+            read_committed=cfg.read_committed,
+            producer={
+                "linger.ms": 0,
+                # A send that cannot be acknowledged within the op budget is reported, not
+                # retried forever: the op then completes as info (or fail, inside an aborted
+                # transaction).
+                "message.timeout.ms": int(cfg.op_timeout_s * 1000),
+            },
+        )
         if cfg.txn:
             try:
-                self._bounded("init", self.producer.init_transactions, cfg.op_timeout_s)
+                self.calls.bounded("init", self.producer.init_transactions, cfg.op_timeout_s)
             except Exception as exc:
                 raise Exit(EXIT_INIT, f"init_transactions failed: {exc}") from None
 
     def _close(self) -> None:
-        """Leave the group promptly (a subscribed successor should not wait a session out)."""
-        if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception as exc:
-                warn(f"process {self.cfg.process}: consumer close failed: {exc}")
-        if self.producer is not None and self.hung is None:
-            try:
-                self.producer.flush(1.0)
-            except Exception as exc:
-                warn(f"process {self.cfg.process}: producer flush failed: {exc}")
+        self.calls.close(self.consumer, self.producer)
 
     # --- the generator -----------------------------------------------------------------
 
@@ -408,16 +351,16 @@ class QueueClient:
                 self.cfg.topic, value=str(v).encode(), partition=k, on_delivery=delivered
             )
         except BufferError as exc:
-            raise OpError(error_info(exc, "send")) from None
+            raise ClientError(error_info(exc, "send")) from None
         except KafkaException as exc:
-            raise OpError(error_info(exc, "send")) from None
+            raise ClientError(error_info(exc, "send")) from None
         self.producer.flush(self.cfg.op_timeout_s)
         if not box:
             raise _timeout("send", f"no acknowledgement within {self.cfg.op_timeout_s}s")
         err, msg = box[0]
         if err is not None:
             assert isinstance(err, KafkaError)
-            raise OpError(error_info(KafkaException(err), "send"))
+            raise ClientError(error_info(KafkaException(err), "send"))
         offset = msg.offset()
         return offset if offset is not None and offset >= 0 else None
 
@@ -428,7 +371,7 @@ class QueueClient:
         try:
             msgs = self.consumer.consume(self.cfg.max_poll_records, self.cfg.poll_ms / 1000)
         except (KafkaException, RuntimeError) as exc:
-            raise OpError(error_info(exc, "poll")) from None
+            raise ClientError(error_info(exc, "poll")) from None
         out: dict[str, list[list[Any]]] = {}
         for m in msgs:
             err = m.error()
@@ -436,7 +379,7 @@ class QueueClient:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
                 if err.fatal():
-                    raise OpError(error_info(KafkaException(err), "poll"))
+                    raise ClientError(error_info(KafkaException(err), "poll"))
                 warn(f"process {self.cfg.process}: consumer event: {err}")
                 continue
             if m.topic() != self.cfg.topic:
@@ -446,18 +389,9 @@ class QueueClient:
 
     # --- rebalance callbacks -----------------------------------------------------------
 
-    def _rebalanced(self, kind: str, partitions: list[Any]) -> None:
+    def _rebalanced(self, event: str, partitions: list[Any]) -> None:
         keys = sorted(tp.partition for tp in partitions if tp.topic == self.cfg.topic)
-        self.rebalance_log.append({"type": kind, "keys": keys})
-
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("assigned", partitions)
-
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("revoked", partitions)
-
-    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("lost", partitions)
+        self.rebalance_log.append({"type": _REBALANCE_TYPES[event], "keys": keys})
 
     # --- recording ---------------------------------------------------------------------
 
@@ -508,12 +442,7 @@ class QueueClient:
             elif not self.subscribed:
                 # Every key lives in the one topic: subscribing to it is what "subscribe to
                 # these keys" means, and re-subscribing to the same topic changes nothing.
-                self.consumer.subscribe(
-                    [topic],
-                    on_assign=self._on_assign,
-                    on_revoke=self._on_revoke,
-                    on_lost=self._on_lost,
-                )
+                subscribe(self.consumer, [topic], self._rebalanced)
                 self.subscribed = True
         except Exception as exc:
             # Possibly half applied (unassigned but not yet assigned): outcome unknown.
@@ -542,7 +471,7 @@ class QueueClient:
         first: dict[int, int] = {}
         try:
             self._run_mops(mops, done, first)
-        except OpError as exc:
+        except ClientError as exc:
             # A failed send may still have been written (timeouts); earlier sends were.
             self._complete("info", f, done, exc.info)
             raise Exit(EXIT_UNCERTAIN, "op outcome unknown") from None
@@ -576,13 +505,13 @@ class QueueClient:
             last = _last_offsets(done)
             if last:
                 positions = [TopicPartition(cfg.topic, k, off + 1) for k, off in last.items()]
-                self._call(
+                self.calls.call(
                     "send-offsets",
                     lambda t: self.producer.send_offsets_to_transaction(
                         positions, self.consumer.consumer_group_metadata(), t
                     ),
                 )
-        except OpError as exc:
+        except ClientError as exc:
             # The commit was never requested, so the transaction cannot have committed.
             self._abort(f, done, first, exc.info, committing=False)
             return
@@ -591,8 +520,8 @@ class QueueClient:
             self._abort(f, done, first, reason, committing=False)
             return
         try:
-            self._call("commit", self.producer.commit_transaction)
-        except OpError as exc:
+            self.calls.call("commit", self.producer.commit_transaction)
+        except ClientError as exc:
             if exc.info.get("abortable") and not exc.info.get("fatal"):
                 self._abort(f, done, first, exc.info, committing=True)
                 return
@@ -600,61 +529,6 @@ class QueueClient:
             self._complete("info", f, done, exc.info)
             raise Exit(EXIT_UNCERTAIN, "commit outcome unknown") from None
         self._complete("ok", f, done)
-
-    def _call(self, stage: str, fn: Any) -> Any:
-        """Call a transactional API, retrying what librdkafka calls retriable, within the op
-        budget (a retried commit_transaction resumes the same commit, it does not repeat it)."""
-        from confluent_kafka import KafkaException
-
-        deadline = time.monotonic() + self.cfg.op_timeout_s
-        while True:
-            try:
-                return self._bounded(stage, fn, max(0.5, deadline - time.monotonic()))
-            except KafkaException as exc:
-                info = error_info(exc, stage)
-                if not info["retriable"] or info["fatal"] or info["abortable"]:
-                    raise OpError(info) from None
-                if time.monotonic() >= deadline:
-                    raise OpError(info) from None
-                warn(f"process {self.cfg.process}: {stage}: retriable error: {info['message']}")
-                self.wake.wait(0.1)  # back-off between attempts, not synchronisation
-
-    def _bounded(self, stage: str, fn: Any, timeout: float) -> Any:
-        """``fn(timeout)``, but never blocking much longer than ``timeout``.
-
-        The call runs in a helper thread; if it is still running ``HANG_SLACK_S`` after its
-        own timeout, the client library is stuck (see :data:`HANG_SLACK_S`) and the call is
-        reported as a fatal error. The producer cannot be used again (another transactional
-        call would conflict with the stuck one), so the process records the op and exits.
-        """
-        box: list[tuple[bool, Any]] = []
-
-        def target() -> None:
-            try:
-                box.append((True, fn(timeout)))
-            except BaseException as exc:
-                box.append((False, exc))
-
-        worker = threading.Thread(target=target, name=f"kafka-{stage}", daemon=True)
-        worker.start()
-        worker.join(timeout + HANG_SLACK_S)
-        if worker.is_alive() or not box:
-            self.hung = stage
-            raise OpError(
-                {
-                    "stage": stage,
-                    "code": "CLIENT_HUNG",
-                    "message": f"{stage} still blocked {timeout + HANG_SLACK_S:.1f}s later "
-                    f"(its timeout was {timeout:.1f}s)",
-                    "fatal": True,
-                    "abortable": False,
-                    "retriable": False,
-                }
-            )
-        ok, result = box[0]
-        if ok:
-            return result
-        raise result
 
     def _abort(
         self,
@@ -667,11 +541,13 @@ class QueueClient:
     ) -> None:
         """Abort, record the outcome, and rewind the consumer to where the op started."""
         try:
-            if self.hung is not None:
+            if self.calls.hung is not None:
                 # A transactional call is still running: an abort would only conflict with it.
-                raise OpError({"stage": "abort", "code": "NOT_ATTEMPTED", "hung": self.hung})
-            self._call("abort", self.producer.abort_transaction)
-        except OpError as exc:
+                raise ClientError(
+                    {"stage": "abort", "code": "NOT_ATTEMPTED", "hung": self.calls.hung}
+                )
+            self.calls.call("abort", self.producer.abort_transaction)
+        except ClientError as exc:
             info = {**reason, "abort_error": exc.info}
             if committing:
                 # A commit was requested and the abort did not go through: unknown.
@@ -768,13 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"queue_client: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     client = QueueClient(cfg)
-    code = client.run()
-    if client.hung is not None:
-        # A thread is stuck inside the client library; interpreter shutdown could wait on it
-        # (destroying the producer waits for its operations). Everything is recorded already.
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    return client.calls.exit(client.run())
 
 
 if __name__ == "__main__":
