@@ -21,7 +21,7 @@ import pytest
 from checkers.queue import check_queue, load_queue_history
 from common.errors import HarnessError
 from common.waits import wait_for
-from history import check_pairing, load_history, merge_histories, read_process_file
+from history import Recorder, check_pairing, load_history, merge_histories, read_process_file
 from workloads import clients
 from workloads.clients import ClientError
 from workloads.queue import QueueOptions, QueueWorkload, run_queue
@@ -31,7 +31,6 @@ from workloads.queue_client import (
     BadConfig,
     ClientConfig,
     QueueClient,
-    QueueRecorder,
     main,
 )
 
@@ -129,16 +128,17 @@ def test_a_hung_client_call_is_bounded(tmp_path: Path, monkeypatch: pytest.Monke
 def test_rebalance_log_survives_the_format_and_reaches_the_checker(tmp_path: Path) -> None:
     """The extra completion key must pass format validation, merge, and the checker's parser
     (which exempts rebalanced keys from the internal poll checks)."""
-    rec = QueueRecorder(tmp_path / "0.jsonl", 0, meta={"workload": "queue"})
+    rec = Recorder(tmp_path / "0.jsonl", 0, meta={"workload": "queue"})
     rec.invoke("poll", [["poll"], ["poll"]])
     log = [{"type": "revoked", "keys": [0]}, {"type": "assigned", "keys": [0]}]
-    rec.record_extra(
+    rec.record(
         "ok",
         "poll",
         [["poll", {"0": [[5, 1]]}], ["poll", {"0": [[2, 2]]}]],
-        None,
-        {"rebalance_log": log},
+        extra={"rebalance_log": log},
     )
+    with pytest.raises(ValueError, match="fixed keys"):
+        rec.record("ok", "poll", [], extra={"index": 9})
     rec.close()
     merge_histories([tmp_path / "0.jsonl"], tmp_path / "h.jsonl")
     ops = load_history(tmp_path / "h.jsonl")

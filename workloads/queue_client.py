@@ -56,8 +56,7 @@ from time import monotonic_ns
 from types import FrameType
 from typing import Any, Final
 
-from history import Op, OpType, Recorder
-from history.schema import encode_json
+from history import OpType, Recorder
 from workloads import jsonconfig
 from workloads.clients import REBALANCE_EVENTS, Calls, ClientError, Exit, make_clients, subscribe
 from workloads.eos_kafka import error_info, warn
@@ -167,43 +166,6 @@ class ClientConfig:
         return jsonconfig.from_json(cls, text, "queue client", BadConfig)
 
 
-class QueueRecorder(Recorder):
-    """A :class:`Recorder` that can add documented extra keys (``rebalance_log``) to an op.
-
-    ``Recorder.record`` has a fixed set of keys, but Jepsen's queue checker reads the rebalance
-    log from a top-level key of the completion, and the format allows additive op keys. This
-    subclass writes the same line ``record`` would, plus the extra keys, through the same
-    single ``write(2)``.
-    """
-
-    __slots__ = ()
-
-    def record_extra(
-        self, type: OpType, f: str, value: Any, error: Any, extra: dict[str, Any]
-    ) -> Op:
-        if not extra:
-            return self.record(type, f, value, error)
-        if type == "fail" and error is None:
-            raise ValueError("a 'fail' op needs an error saying why it failed")
-        if error is not None and type in ("invoke", "ok"):
-            raise ValueError(f"an {type!r} op cannot carry an error")
-        op: dict[str, Any] = {
-            "index": self.count,
-            "time": monotonic_ns(),
-            "wall": self._wall(),
-            "process": self.process,
-            "type": type,
-            "f": f,
-            "value": value,
-        }
-        if error is not None:
-            op["error"] = error
-        op.update(extra)
-        self._write((encode_json(op) + "\n").encode())
-        self._index += 1
-        return op  # type: ignore[return-value]
-
-
 def _timeout(stage: str, message: str) -> ClientError:
     return ClientError(
         {
@@ -246,7 +208,7 @@ class QueueClient:
         self.subscribed = False
         self.rebalance_log: list[dict[str, Any]] = []
         self.calls = Calls(f"process {cfg.process}", cfg.op_timeout_s, floor_s=0.5, wake=self.wake)
-        self.rec = QueueRecorder(
+        self.rec = Recorder(
             cfg.history_path,
             cfg.process,
             meta={
@@ -400,7 +362,7 @@ class QueueClient:
         if self.rebalance_log:
             extra["rebalance_log"] = self.rebalance_log
             self.rebalance_log = []
-        self.rec.record_extra(type_, f, value, error, extra)
+        self.rec.record(type_, f, value, error, extra)
 
     # --- ops ---------------------------------------------------------------------------
 
