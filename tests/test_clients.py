@@ -18,6 +18,13 @@ from workloads.eos_config import EosOptions
 from workloads.eos_processor import Processor
 
 
+class _Cfg:
+    bootstrap = "b:1"
+    group_id = "g"
+    transaction_timeout_ms = 5000
+    session_timeout_ms = 6000
+
+
 def _captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     monkeypatch.setattr(confluent_kafka, "Producer", lambda conf: seen.setdefault("p", conf))
@@ -28,13 +35,10 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
 def test_transactional_clients_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch)
     make_clients(
-        bootstrap="b:1",
-        name="queue",
-        ident=4,
-        group_id="g",
-        transactional_id="t-4",
-        transaction_timeout_ms=5000,
-        session_timeout_ms=6000,
+        _Cfg(),
+        "queue",
+        4,
+        "t-4",
         read_committed=False,
         producer={"linger.ms": 0, "message.timeout.ms": 9000},
     )
@@ -50,16 +54,7 @@ def test_transactional_clients_settings(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_plain_clients_with_the_consumer_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch)
-    make_clients(
-        bootstrap="b:1",
-        name="eos",
-        ident=2,
-        group_id="g",
-        transactional_id=None,
-        transaction_timeout_ms=5000,
-        session_timeout_ms=6000,
-        group_protocol="consumer",
-    )
+    make_clients(_Cfg(), "eos", 2, None, group_protocol="consumer")
     p, c = seen["p"], seen["c"]
     assert "transactional.id" not in p and "message.timeout.ms" not in p
     assert c["isolation.level"] == "read_committed" and c["group.protocol"] == "consumer"

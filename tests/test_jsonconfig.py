@@ -9,7 +9,7 @@ import pytest
 
 from common.errors import HarnessError
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig
-from workloads.jsonconfig import from_json, from_mapping
+from workloads.jsonconfig import from_json
 from workloads.queue import QueueOptions
 from workloads.queue_client import BadConfig, ClientConfig
 
@@ -49,7 +49,7 @@ def test_nested_values_are_converted_and_the_error_type_is_the_callers() -> None
     )
     assert got == _Outer("a", _Inner(2))
     with pytest.raises(BadConfig, match="unknown thing option"):
-        from_mapping(_Outer, {"bogus": 1}, "thing", BadConfig)
+        from_json(_Outer, {"bogus": 1}, "thing", BadConfig)
 
 
 def test_the_three_configurations_share_the_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from workloads.eos_kafka import error_info, warn
 
@@ -47,15 +47,21 @@ class Exit(Exception):
         self.reason = reason
 
 
+class GroupClientConfig(Protocol):
+    """What both workloads' process configurations say about their clients."""
+
+    bootstrap: str
+    group_id: str
+    transaction_timeout_ms: int
+    session_timeout_ms: int
+
+
 def make_clients(
-    *,
-    bootstrap: str,
+    cfg: GroupClientConfig,
     name: str,
     ident: int,
-    group_id: str,
     transactional_id: str | None,
-    transaction_timeout_ms: int,
-    session_timeout_ms: int,
+    *,
     read_committed: bool = True,
     group_protocol: str = "classic",
     log_level: int = 3,
@@ -70,7 +76,8 @@ def make_clients(
     """
     from confluent_kafka import Consumer, Producer
 
-    common = {"bootstrap.servers": bootstrap, "log_level": log_level}
+    transaction_timeout_ms, session_timeout_ms = cfg.transaction_timeout_ms, cfg.session_timeout_ms
+    common = {"bootstrap.servers": cfg.bootstrap, "log_level": log_level}
     pconf: dict[str, Any] = {
         **common,
         "client.id": f"{name}-p{ident}",
@@ -87,7 +94,7 @@ def make_clients(
     cconf: dict[str, Any] = {
         **common,
         "client.id": f"{name}-c{ident}",
-        "group.id": group_id,
+        "group.id": cfg.group_id,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -140,13 +140,10 @@ class Processor:
     def _make_clients(self) -> None:
         cfg = self.cfg
         self.producer, self.consumer = make_clients(
-            bootstrap=cfg.bootstrap,
-            name="eos",
-            ident=cfg.instance,
-            group_id=cfg.group_id,
-            transactional_id=self.tid if cfg.transactional else None,
-            transaction_timeout_ms=cfg.transaction_timeout_ms,
-            session_timeout_ms=cfg.session_timeout_ms,
+            cfg,
+            "eos",
+            cfg.instance,
+            self.tid if cfg.transactional else None,
             read_committed=cfg.variant != "read-uncommitted",
             group_protocol=cfg.group_protocol,
             log_level=4,

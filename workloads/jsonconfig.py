@@ -11,28 +11,37 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from common.errors import HarnessError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
-def from_mapping(
+def from_json(
     cls: type[T],
-    raw: object,
+    raw: str | Mapping[str, Any],
     what: str,
     error: Callable[[str], Exception] = HarnessError,
     nested: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> T:
-    """``cls(**raw)`` for a dataclass, or ``error(message)`` naming ``what`` was wrong.
+    """``cls(**raw)`` for a dataclass, or ``error(message)`` naming ``what`` was wrong;
+    ``raw`` is JSON text or an object already parsed.
 
     ``nested`` converts the values of the named keys first (a nested dataclass given as an
     object); a conversion that fails counts as a bad value.
     """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise error(f"{what} options are not JSON: {exc}") from None
     if not isinstance(raw, Mapping):
         raise error(f"{what} options must be a JSON object")
-    unknown = sorted(set(raw) - {f.name for f in fields(cls)})  # type: ignore[arg-type]
+    unknown = sorted(set(raw) - {f.name for f in fields(cls)})
     if unknown:
         raise error(f"unknown {what} option(s): {', '.join(unknown)}")
     try:
@@ -43,18 +52,3 @@ def from_mapping(
         return cls(**values)
     except TypeError as exc:
         raise error(f"bad {what} options: {exc}") from None
-
-
-def from_json(
-    cls: type[T],
-    text: str,
-    what: str,
-    error: Callable[[str], Exception] = HarnessError,
-    nested: Mapping[str, Callable[[Any], Any]] | None = None,
-) -> T:
-    """:func:`from_mapping` of JSON text."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise error(f"{what} options are not JSON: {exc}") from None
-    return from_mapping(cls, raw, what, error, nested)

@@ -159,7 +159,7 @@ class QueueOptions:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
-        return jsonconfig.from_mapping(cls, raw, "queue")
+        return jsonconfig.from_json(cls, raw, "queue")
 
 
 class QueueWorkload(Supervisor):

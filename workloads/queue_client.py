@@ -231,21 +231,14 @@ class QueueClient:
     def _make_clients(self) -> None:
         cfg = self.cfg
         self.producer, self.consumer = make_clients(
-            bootstrap=cfg.bootstrap,
-            name="queue",
-            ident=cfg.process,
-            group_id=cfg.group_id,
-            transactional_id=cfg.transactional_id if cfg.txn else None,
-            transaction_timeout_ms=cfg.transaction_timeout_ms,
-            session_timeout_ms=cfg.session_timeout_ms,
+            cfg,
+            "queue",
+            cfg.process,
+            cfg.transactional_id if cfg.txn else None,
             read_committed=cfg.read_committed,
-            producer={
-                "linger.ms": 0,
-                # A send that cannot be acknowledged within the op budget is reported, not
-                # retried forever: the op then completes as info (or fail, inside an aborted
-                # transaction).
-                "message.timeout.ms": int(cfg.op_timeout_s * 1000),
-            },
+            # A send that cannot be acknowledged within the op budget is reported, not retried
+            # forever: the op then completes as info (or fail, inside an aborted transaction).
+            producer={"linger.ms": 0, "message.timeout.ms": int(cfg.op_timeout_s * 1000)},
         )
         if cfg.txn:
             try:

@@ -144,13 +144,7 @@ class Cluster(ClusterAccess, Protocol):
     def proxy_name(self, node_id: int) -> str: ...
 
     def add_toxic(
-        self,
-        node_id: int,
-        kind: str,
-        attributes: dict[str, Any] | None = None,
-        *,
-        stream: str = "downstream",
-        name: str | None = None,
+        self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **options: Any
     ) -> str: ...
 
     def remove_toxic(self, node_id: int, name: str) -> None: ...

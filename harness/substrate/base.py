@@ -497,18 +497,11 @@ class ClusterBase(Generic[N]):
         return self.toxiproxy
 
     def add_toxic(
-        self,
-        node_id: int,
-        kind: str,
-        attributes: dict[str, Any] | None = None,
-        *,
-        stream: str = "downstream",
-        name: str | None = None,
+        self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **options: Any
     ) -> str:
-        """A toxic on the node's client path; its name (for ``remove_toxic``)."""
-        return self._proxy().add_toxic(
-            self.proxy_name(node_id), kind, attributes, stream=stream, name=name
-        )
+        """A toxic on the node's client path; its name (for ``remove_toxic``). ``options``
+        are :meth:`Toxiproxy.add_toxic`'s (stream, toxicity, name)."""
+        return self._proxy().add_toxic(self.proxy_name(node_id), kind, attributes, **options)
 
     def remove_toxic(self, node_id: int, name: str) -> None:
         self._proxy().remove_toxic(self.proxy_name(node_id), name)
