@@ -25,14 +25,8 @@ from history import Recorder, check_pairing, load_history, merge_histories, read
 from workloads import clients
 from workloads.clients import ClientError
 from workloads.queue import QueueOptions, QueueWorkload, run_queue
-from workloads.queue_client import (
-    EXIT_BAD_CONFIG,
-    VALUE_STRIDE,
-    BadConfig,
-    ClientConfig,
-    QueueClient,
-    main,
-)
+from workloads.queue_client import QueueClient, main
+from workloads.queue_config import EXIT_BAD_CONFIG, VALUE_STRIDE, BadConfig, ClientConfig
 
 QUEUE_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 

@@ -39,7 +39,7 @@ from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
 from workloads import jsonconfig
 from workloads.processes import Child, Supervisor, child_env, spawn_module
-from workloads.queue_client import (
+from workloads.queue_config import (
     CLEAN_EXITS,
     OP_FS,
     SUB_VIAS,
