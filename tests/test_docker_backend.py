@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import pytest
 
 from common.errors import HarnessError
+from harness.kafka import coordinators
 from harness.kafka.install import TOXIPROXY_VERSION
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.substrate import backends
@@ -230,9 +231,9 @@ def test_segments_are_classified_like_the_process_backend() -> None:
 
 
 def test_parse_leader_id() -> None:
-    assert bd.parse_leader_id("ClusterId: x\nLeaderId: 2\nLeaderEpoch: 5\n") == 2
+    assert coordinators.parse_leader_id("ClusterId: x\nLeaderId: 2\nLeaderEpoch: 5\n") == 2
     with pytest.raises(HarnessError, match="no LeaderId"):
-        bd.parse_leader_id("garbage")
+        coordinators.parse_leader_id("garbage")
 
 
 # --- files under docker/ stay in step with the code ---------------------------------------

@@ -22,7 +22,6 @@ import atexit
 import json
 import logging
 import os
-import re
 import socket
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from common.errors import HarnessError
 from common.waits import wait_for
+from harness.kafka.coordinators import parse_leader_id
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import ClusterBase, port_free
@@ -51,14 +51,6 @@ KAFKA_BIN = "/opt/kafka/bin"
 
 # Image override for users who build docker/toxiproxy/Dockerfile instead of pulling.
 TOXIPROXY_IMAGE_ENV = "KAFKA_HARNESS_TOXIPROXY_IMAGE"
-
-
-def parse_leader_id(text: str) -> int:
-    """``LeaderId`` from ``kafka-metadata-quorum.sh describe --status``."""
-    m = re.search(r"^LeaderId:\s*(\d+)", text, re.M)
-    if not m:
-        raise HarnessError(f"no LeaderId in metadata quorum status: {text.strip()[:200]}")
-    return int(m.group(1))
 
 
 def _free_port() -> int:
