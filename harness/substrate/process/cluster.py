@@ -23,7 +23,7 @@ from typing import Any
 
 from common.errors import HarnessError
 from harness.kafka import coordinators
-from harness.kafka.install import Installation, ensure_installed
+from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import ClusterBase, port_free
 from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
@@ -54,7 +54,6 @@ class Cluster(ClusterBase[KafkaNode]):
 
     def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self.install: Installation | None = None
         self.net: BridgeNetwork | LoopbackNetwork | None = None
         self.data_root: Path | None = None
 
