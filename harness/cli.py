@@ -83,7 +83,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_reap(args: argparse.Namespace) -> int:
-    from harness.substrate.docker.cluster import reap_docker
+    from harness.substrate.docker.engine import reap_docker
     from harness.substrate.runstate import reap_all
 
     print(json.dumps({**reap_all(), "docker": reap_docker()}, default=str))

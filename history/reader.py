@@ -13,7 +13,6 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Final, Self, cast
 
 from history.schema import (
@@ -165,12 +164,7 @@ class HistoryReader:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

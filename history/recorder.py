@@ -14,11 +14,11 @@ import os
 import socket
 import time
 import weakref
+from collections.abc import Mapping
 from os import write as _os_write
 from pathlib import Path
 from time import monotonic_ns, time_ns
-from types import TracebackType
-from typing import Any, Final, NoReturn, Self
+from typing import Any, Final, NoReturn, Self, cast
 
 from history.schema import (
     FORMAT_VERSION,
@@ -150,12 +150,21 @@ class Recorder:
             self._wall_sec = sec
         return f"{self._wall_prefix}{frac:06d}Z"
 
-    def record(self, type: OpType, f: str, value: Any, error: Any = None) -> Op:
+    def record(
+        self,
+        type: OpType,
+        f: str,
+        value: Any,
+        error: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Op:
         """Write one op and return it (a fresh dict the caller may keep, e.g. to pair later).
 
         ``time`` is taken before encoding so it marks when the caller asked, not when the bytes
         reached the kernel. The index only advances after a successful write, so an op that
         failed to encode (say, ``bytes`` in ``value``) leaves no gap in the sequence.
+        ``extra`` adds keys the format allows beside the fixed ones (additive op keys, such
+        as the queue workload's ``rebalance_log``); it may not replace a fixed one.
         """
         if type not in OP_TYPES:
             raise ValueError(f"op type must be one of invoke/ok/fail/info, not {type!r}")
@@ -174,6 +183,10 @@ class Recorder:
             op["error"] = error
         elif type == "fail":
             raise ValueError("a 'fail' op needs an error saying why it failed")
+        if extra:
+            if extra.keys() & op.keys():
+                raise ValueError(f"extra keys {sorted(extra.keys() & op.keys())} are fixed keys")
+            op = cast(Op, {**op, **extra})
         self._write((encode_json(op) + "\n").encode())
         self._index += 1
         return op
@@ -201,12 +214,7 @@ class Recorder:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:

@@ -207,9 +207,8 @@ def kill_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, 
 
 def kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     target, why = resolve_broker(ctx, params)
-    node = next(n for n in ctx.cluster.nodes if n.node_id == target)
     if params.get("clean"):
-        node.stop()
+        ctx.cluster.stop_node(target)
     else:
         ctx.cluster.kill(target)
     if ctx.cluster.node_alive(target):

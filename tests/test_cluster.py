@@ -9,7 +9,6 @@ import pytest
 
 from common.waits import wait_for
 from harness.kafka.coordinators import describe_transaction_coordinator
-from harness.kafka.readiness import ensure_topic
 from tests.kafka_io import client_metadata, read_committed, transactional_write
 
 pytestmark = pytest.mark.cluster
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 def _topic(cluster, partitions: int = 3) -> str:  # type: ignore[no-untyped-def]
     name = f"t-{uuid.uuid4().hex[:8]}"
-    ensure_topic(cluster, name, partitions, 3, {"min.insync.replicas": "2"})
+    cluster.ensure_topic(name, partitions, 3, {"min.insync.replicas": "2"})
     return name
 
 

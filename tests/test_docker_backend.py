@@ -16,12 +16,16 @@ from typing import Any, ClassVar
 import pytest
 
 from common.errors import HarnessError
+from harness.kafka import coordinators
 from harness.kafka.install import TOXIPROXY_VERSION
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.substrate import backends
+from harness.substrate import base as sb
 from harness.substrate.api import ClusterConfig
 from harness.substrate.docker import cluster as bd
+from harness.substrate.docker import engine as de
 from harness.substrate.docker import plan as dp
+from harness.substrate.evidence import classify_segments
 from harness.substrate.process.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +213,7 @@ def test_fault_commands() -> None:
 
 
 def test_segments_are_classified_like_the_process_backend() -> None:
-    got = dp.classify_segments(
+    got = classify_segments(
         [
             "/dump/n1/out-0/00000000000000000000.log",
             "/dump/n1/__consumer_offsets-3/00000000000000000000.log",
@@ -227,9 +231,9 @@ def test_segments_are_classified_like_the_process_backend() -> None:
 
 
 def test_parse_leader_id() -> None:
-    assert bd.parse_leader_id("ClusterId: x\nLeaderId: 2\nLeaderEpoch: 5\n") == 2
+    assert coordinators.parse_leader_id("ClusterId: x\nLeaderId: 2\nLeaderEpoch: 5\n") == 2
     with pytest.raises(HarnessError, match="no LeaderId"):
-        bd.parse_leader_id("garbage")
+        coordinators.parse_leader_id("garbage")
 
 
 # --- files under docker/ stay in step with the code ---------------------------------------
@@ -428,14 +432,14 @@ def test_docker_engine_available(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_connect_engine_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)
     with pytest.raises(HarnessError, match=r"\[docker\]"):
-        bd.connect_engine()
+        de.connect_engine()
 
     def refuse() -> bool:
         raise ConnectionError("Cannot connect\nto the Docker daemon")
 
     monkeypatch.setitem(sys.modules, "docker", _fake_docker_module(refuse))
     with pytest.raises(HarnessError) as exc:
-        bd.connect_engine()
+        de.connect_engine()
     assert str(exc.value) == "no Docker engine answered: Cannot connect"
 
 
@@ -488,12 +492,12 @@ def test_project_imports_without_the_docker_libraries() -> None:
 def test_owner_is_dead_only_for_this_host_and_a_gone_process() -> None:
     starts = {10: "555"}
     alive = starts.get
-    assert bd.owner_is_dead("me:10:555", "me", alive) is False
-    assert bd.owner_is_dead("me:11:555", "me", alive) is True  # no such pid
-    assert bd.owner_is_dead("me:10:444", "me", alive) is True  # pid reused by another
-    assert bd.owner_is_dead("other:11:555", "me", alive) is False  # another host's
-    assert bd.owner_is_dead("garbage", "me", alive) is False
-    assert bd.owner_is_dead(bd.owner_token(), os.uname().nodename) is False
+    assert de.owner_is_dead("me:10:555", "me", alive) is False
+    assert de.owner_is_dead("me:11:555", "me", alive) is True  # no such pid
+    assert de.owner_is_dead("me:10:444", "me", alive) is True  # pid reused by another
+    assert de.owner_is_dead("other:11:555", "me", alive) is False  # another host's
+    assert de.owner_is_dead("garbage", "me", alive) is False
+    assert de.owner_is_dead(de.owner_token(), os.uname().nodename) is False
 
 
 # --- a fake docker client -----------------------------------------------------------------
@@ -695,7 +699,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     monkeypatch.setattr(bd, "Toxiproxy", FakeToxiproxy)
     monkeypatch.setattr(bd.DockerCluster, "wait_ready", lambda self, timeout=90.0: None)
     monkeypatch.setattr(
-        bd, "fetch_metadata", lambda host, port, topics, source, timeout=3.0: ({1, 2, 3}, {})
+        sb, "fetch_metadata", lambda host, port, topics, source, timeout=3.0: ({1, 2, 3}, {})
     )
     cfg = ClusterConfig(nodes=3, kafka_version="4.1.0", store=tmp_path / "run")
     cluster = bd.DockerCluster(cfg, client=engine, use_ryuk=False)
@@ -746,7 +750,7 @@ def test_leader_believes_the_freshest_view_over_observe_ports(
         view = PartitionView(source, leader, epoch, (1, 2, 3), (2, 3), 0)
         return {(topics[0], p): view for p in range(10)}
 
-    monkeypatch.setattr(bd, "fetch_partitions", views)
+    monkeypatch.setattr(sb, "fetch_partitions", views)
     with cluster as c:
         assert c.leader("t", 0) == 2 and c.isr("t", 0) == [2, 3]
         assert asked[:3] == [("127.0.0.1", n.observe_port) for n in c.plan.nodes]
@@ -913,7 +917,7 @@ def test_reap_docker_removes_only_dead_owners(monkeypatch: pytest.MonkeyPatch) -
     dead_owner = f"{host}:999999999:1"  # no such pid
     for name, owner, run in (
         ("dead", dead_owner, "r1"),
-        ("mine", bd.owner_token(), "r2"),
+        ("mine", de.owner_token(), "r2"),
         ("remote", "elsewhere:1:1", "r3"),
         ("kept", dead_owner, "r4"),
     ):
@@ -921,8 +925,8 @@ def test_reap_docker_removes_only_dead_owners(monkeypatch: pytest.MonkeyPatch) -
         engine.containers.run(name=name, labels=labels)
         engine.volumes.create(name=f"{name}-v", labels=labels)
         engine.networks.create(name=f"{name}-net", labels=labels)
-    monkeypatch.setattr(bd.socket, "gethostname", lambda: host)
-    counts = bd.reap_docker(engine, keep={"r4"})
+    monkeypatch.setattr(de.socket, "gethostname", lambda: host)
+    counts = de.reap_docker(engine, keep={"r4"})
     assert counts == {"containers": 1, "volumes": 1, "networks": 1}
     assert sorted(engine.containers.items) == ["kept", "mine", "remote"]
     assert "dead-v" not in engine.volumes.items and "dead-net" not in engine.networks.items
@@ -932,8 +936,8 @@ def test_reap_docker_without_an_engine_is_a_no_op(monkeypatch: pytest.MonkeyPatc
     def no_engine(timeout: float = 5.0) -> Any:
         raise HarnessError("no Docker engine answered: refused")
 
-    monkeypatch.setattr(bd, "connect_engine", no_engine)
-    assert bd.reap_docker() == {"containers": 0, "volumes": 0, "networks": 0}
+    monkeypatch.setattr(de, "connect_engine", no_engine)
+    assert de.reap_docker() == {"containers": 0, "volumes": 0, "networks": 0}
 
 
 def test_ryuk_labels(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -944,20 +948,20 @@ def test_ryuk_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[bool] = []
     monkeypatch.setattr(container.Reaper, "get_instance", lambda: started.append(True))
     monkeypatch.setattr(config, "ryuk_disabled", True)
-    assert bd.ryuk_labels("img") == {} and started == []
+    assert de.ryuk_labels("img") == {} and started == []
     monkeypatch.setattr(config, "ryuk_disabled", False)
-    assert bd.ryuk_labels("img") == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
+    assert de.ryuk_labels("img") == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
     assert started == [True]
 
     def no_ryuk() -> None:
         raise ConnectionError("cannot pull testcontainers/ryuk")
 
     monkeypatch.setattr(container.Reaper, "get_instance", no_ryuk)
-    assert bd.ryuk_labels("img") == {}
+    assert de.ryuk_labels("img") == {}
 
 
 def test_owner_token_names_this_process() -> None:
-    host, pid, start = bd.owner_token().rsplit(":", 2)
+    host, pid, start = de.owner_token().rsplit(":", 2)
     assert int(pid) == os.getpid()
     assert re.fullmatch(r"\d+", start)
     assert host == os.uname().nodename

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.kafka.readiness import ensure_topic
 from harness.substrate.api import ClusterConfig
 from harness.substrate.process.cluster import Cluster
 from tests.kafka_io import read_committed, transactional_write
@@ -27,7 +26,7 @@ def test_round_trip_on_version(
         if version:
             assert str(c.install.version) == version
         topic = f"rt-{uuid.uuid4().hex[:6]}"
-        ensure_topic(c, topic, 3, 3)
+        c.ensure_topic(topic, 3, 3)
         values = {p: [f"{p}:{i}" for i in range(10)] for p in range(3)}
         transactional_write(c.bootstrap, topic, values)
         assert read_committed(c.bootstrap, topic, 3, expect=30) == values

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from common.errors import HarnessError
-from harness.kafka.readiness import ensure_topic
 from harness.substrate.api import ClusterConfig
 from harness.substrate.process.cluster import Cluster
 from tests.kafka_io import read_committed, transactional_write
@@ -23,7 +22,7 @@ def test_loopback_cluster_round_trip_and_refuses_partitions(
         assert not c.uses_netns
         assert all(n.net.ip.startswith("127.") for n in c.nodes)
         topic = f"lo-{uuid.uuid4().hex[:6]}"
-        ensure_topic(c, topic, 2, 3)
+        c.ensure_topic(topic, 2, 3)
         transactional_write(c.bootstrap, topic, {0: ["a"], 1: ["b"]})
         assert read_committed(c.bootstrap, topic, 2, expect=2) == {0: ["a"], 1: ["b"]}
         with pytest.raises(HarnessError, match="namespaces"):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.kafka.readiness import ensure_topic
 from history import Recorder, read_process_file
 from nemeses.engine import Nemesis
 from nemeses.kinds import KINDS
@@ -47,7 +46,7 @@ def ctx(healthy_cluster):  # type: ignore[no-untyped-def]
     clients = Clients(c.bootstrap, input_topic=f"in-{uuid.uuid4().hex[:6]}")
     clients.output_topic = clients.input_topic.replace("in-", "out-")
     for t in (clients.input_topic, clients.output_topic):
-        ensure_topic(c, t, 3, 3)
+        c.ensure_topic(t, 3, 3)
     for i in (1, 2):
         clients.procs[i] = subprocess.Popen(["sleep", "600"], env=c.env)
     yield FaultContext(c, clients)

@@ -21,19 +21,12 @@ import pytest
 from checkers.queue import check_queue, load_queue_history
 from common.errors import HarnessError
 from common.waits import wait_for
-from history import check_pairing, load_history, merge_histories, read_process_file
-from workloads import queue_client
+from history import Recorder, check_pairing, load_history, merge_histories, read_process_file
+from workloads import clients
+from workloads.clients import ClientError
 from workloads.queue import QueueOptions, QueueWorkload, run_queue
-from workloads.queue_client import (
-    EXIT_BAD_CONFIG,
-    VALUE_STRIDE,
-    BadConfig,
-    ClientConfig,
-    OpError,
-    QueueClient,
-    QueueRecorder,
-    main,
-)
+from workloads.queue_client import QueueClient, main
+from workloads.queue_config import EXIT_BAD_CONFIG, VALUE_STRIDE, BadConfig, ClientConfig
 
 QUEUE_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 
@@ -107,20 +100,20 @@ def test_bad_configs_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_a_hung_client_call_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """librdkafka's send_offsets_to_transaction can ignore its timeout; the client must not."""
-    monkeypatch.setattr(queue_client, "HANG_SLACK_S", 0.2)
+    monkeypatch.setattr(clients, "HANG_SLACK_S", 0.2)
     client = QueueClient(_config(tmp_path))
     release = threading.Event()
     try:
-        assert client._bounded("x", lambda t: t * 2, 1.5) == 3.0
+        assert client.calls.bounded("x", lambda t: t * 2, 1.5) == 3.0
         with pytest.raises(ZeroDivisionError):
-            client._bounded("x", lambda t: 1 / 0, 1.0)
-        assert client.hung is None
+            client.calls.bounded("x", lambda t: 1 / 0, 1.0)
+        assert client.calls.hung is None
         t0 = time.monotonic()
-        with pytest.raises(OpError) as caught:
-            client._bounded("send-offsets", lambda t: release.wait(60), 0.1)
+        with pytest.raises(ClientError) as caught:
+            client.calls.bounded("send-offsets", lambda t: release.wait(60), 0.1)
         assert time.monotonic() - t0 < 5
         assert caught.value.info["code"] == "CLIENT_HUNG" and caught.value.info["fatal"]
-        assert client.hung == "send-offsets"
+        assert client.calls.hung == "send-offsets"
     finally:
         release.set()
         client.rec.close()
@@ -129,16 +122,17 @@ def test_a_hung_client_call_is_bounded(tmp_path: Path, monkeypatch: pytest.Monke
 def test_rebalance_log_survives_the_format_and_reaches_the_checker(tmp_path: Path) -> None:
     """The extra completion key must pass format validation, merge, and the checker's parser
     (which exempts rebalanced keys from the internal poll checks)."""
-    rec = QueueRecorder(tmp_path / "0.jsonl", 0, meta={"workload": "queue"})
+    rec = Recorder(tmp_path / "0.jsonl", 0, meta={"workload": "queue"})
     rec.invoke("poll", [["poll"], ["poll"]])
     log = [{"type": "revoked", "keys": [0]}, {"type": "assigned", "keys": [0]}]
-    rec.record_extra(
+    rec.record(
         "ok",
         "poll",
         [["poll", {"0": [[5, 1]]}], ["poll", {"0": [[2, 2]]}]],
-        None,
-        {"rebalance_log": log},
+        extra={"rebalance_log": log},
     )
+    with pytest.raises(ValueError, match="fixed keys"):
+        rec.record("ok", "poll", [], extra={"index": 9})
     rec.close()
     merge_histories([tmp_path / "0.jsonl"], tmp_path / "h.jsonl")
     ops = load_history(tmp_path / "h.jsonl")

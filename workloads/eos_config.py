@@ -9,10 +9,11 @@ transform cannot drift between the writer of a record and its reader.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.errors import HarnessError
+from workloads import jsonconfig
 
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.
@@ -146,21 +147,9 @@ class ProcessorConfig:
 
     @classmethod
     def from_json(cls, text: str) -> ProcessorConfig:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise HarnessError(f"--config is not JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise HarnessError("--config must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise HarnessError(f"unknown processor option(s): {', '.join(unknown)}")
-        hook = raw.pop("hook", None)
-        try:
-            cfg = cls(**raw, hook=Hook(**hook) if hook else None)
-        except TypeError as exc:
-            raise HarnessError(f"bad processor config: {exc}") from None
+        cfg = jsonconfig.from_json(
+            cls, text, "processor", nested={"hook": lambda h: Hook(**h) if h else None}
+        )
         cfg.validate()
         return cfg
 

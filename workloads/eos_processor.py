@@ -30,6 +30,7 @@ from typing import Any
 
 from common.errors import HarnessError
 from history import Recorder
+from workloads.clients import Calls, ClientError, Exit, make_clients, subscribe
 from workloads.eos_config import (
     H_GENERATION,
     H_INSTANCE,
@@ -66,25 +67,8 @@ class _NoRecorder:
     invoke = ok = fail = info = record = close = _noop
 
 
-class TxnError(Exception):
-    """A client call failed for good; ``info`` is the JSON description that goes in history."""
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        super().__init__(info.get("message"))
-        self.info = info
-
-
 class DeliberateAbort(Exception):
     """The seeded RNG chose to abort this transaction (exercises the abort and rewind path)."""
-
-
-class Stop(Exception):
-    """Leave the processing loop and exit with ``code``, recording ``reason``."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
 
 
 class Processor:
@@ -117,6 +101,7 @@ class Processor:
         self.zombie_requested = False
         self.consumer: Any = None
         self.producer: Any = None
+        self.calls = Calls(f"instance {cfg.instance}", cfg.call_timeout_s, floor_s=1.0)
 
     # --- signals and hooks -----------------------------------------------------------
 
@@ -153,55 +138,17 @@ class Processor:
     # --- clients ---------------------------------------------------------------------
 
     def _make_clients(self) -> None:
-        from confluent_kafka import Consumer, Producer
-
         cfg = self.cfg
-        common = {"bootstrap.servers": cfg.bootstrap, "log_level": 4}
-        pconf: dict[str, Any] = {
-            **common,
-            "client.id": f"eos-p{cfg.instance}",
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-        }
-        if cfg.transactional:
-            pconf["transactional.id"] = self.tid
-            pconf["transaction.timeout.ms"] = cfg.transaction_timeout_ms
-        cconf: dict[str, Any] = {
-            **common,
-            "client.id": f"eos-c{cfg.instance}",
-            "group.id": cfg.group_id,
-            "isolation.level": (
-                "read_uncommitted" if cfg.variant == "read-uncommitted" else "read_committed"
-            ),
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "group.protocol": cfg.group_protocol,
-        }
-        if cfg.group_protocol == "classic":
-            cconf["session.timeout.ms"] = cfg.session_timeout_ms
-            cconf["heartbeat.interval.ms"] = max(100, min(3000, cfg.session_timeout_ms // 3))
-            cconf["max.poll.interval.ms"] = max(60000, cfg.session_timeout_ms)
-        self.producer = Producer(pconf)
-        self.consumer = Consumer(cconf)
-
-    def _call(self, stage: str, fn: Any, *args: Any) -> Any:
-        """Call a client API, retrying what the client calls retriable, within the time bound."""
-        from confluent_kafka import KafkaException
-
-        deadline = time.monotonic() + self.cfg.call_timeout_s
-        while True:
-            remaining = max(1.0, deadline - time.monotonic())
-            try:
-                return fn(*args, remaining)
-            except KafkaException as exc:
-                info = error_info(exc, stage)
-                retry = info["retriable"] and not info["fatal"] and not info["abortable"]
-                if not retry or time.monotonic() >= deadline:
-                    raise TxnError(info) from None
-                warn(f"instance {self.cfg.instance}: {stage} retriable error: {info['message']}")
-                time.sleep(0.1)  # back-off between attempts, not synchronisation
+        self.producer, self.consumer = make_clients(
+            cfg,
+            "eos",
+            cfg.instance,
+            self.tid if cfg.transactional else None,
+            read_committed=cfg.variant != "read-uncommitted",
+            group_protocol=cfg.group_protocol,
+            log_level=4,
+            producer={"linger.ms": 5},
+        )
 
     # --- rebalance callbacks -----------------------------------------------------------
 
@@ -218,15 +165,6 @@ class Processor:
         self.rec.invoke("rebalance", {"event": event, "partitions": parts})
         self.rec.ok("rebalance", {"event": event, "partitions": parts, **self._group()})
 
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalance("assign", partitions)
-
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalance("revoke", partitions)
-
-    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalance("lost", partitions)
-
     # --- the loop ----------------------------------------------------------------------
 
     def run(self) -> int:
@@ -238,10 +176,10 @@ class Processor:
             self._start()
             while self.stopping is None:
                 if os.getppid() != self.parent:
-                    raise Stop(EXIT_ORPHANED, "orphaned")
+                    raise Exit(EXIT_ORPHANED, "orphaned")
                 self._step()
             reason = self.stopping
-        except Stop as stop:
+        except Exit as stop:
             code, reason = stop.code, stop.reason
         self._close()
         self.rec.invoke("exit", {"reason": reason})
@@ -274,17 +212,12 @@ class Processor:
         self._make_clients()
         if cfg.transactional:
             try:
-                self._call("init", self.producer.init_transactions)
-            except TxnError as exc:
+                self.calls.call("init", self.producer.init_transactions)
+            except ClientError as exc:
                 self.rec.fail("start", value, exc.info)
                 code = EXIT_FENCED if is_fenced(exc.info) else EXIT_FATAL
-                raise Stop(code, "init-failed") from None
-        self.consumer.subscribe(
-            [cfg.input_topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
+                raise Exit(code, "init-failed") from None
+        subscribe(self.consumer, [cfg.input_topic], self._rebalance)
         self.rec.ok("start", value)
 
     def _step(self) -> None:
@@ -370,7 +303,7 @@ class Processor:
             if delivery_errors:
                 # Never commit offsets past an input whose output was not written.
                 err = delivery_errors[0]
-                raise TxnError(
+                raise ClientError(
                     {
                         "stage": "produce",
                         "code": err.name(),
@@ -397,7 +330,7 @@ class Processor:
                 if cfg.variant != "offsets-outside-txn":
                     stage = "send-offsets"
                     self._hook("before-offsets")
-                    self._call(
+                    self.calls.call(
                         "send-offsets",
                         self.producer.send_offsets_to_transaction,
                         [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in positions],
@@ -405,7 +338,7 @@ class Processor:
                     )
                 stage = "commit"
                 self._hook("before-commit")
-                self._call("commit", self.producer.commit_transaction)
+                self.calls.call("commit", self.producer.commit_transaction)
                 self._hook("after-commit")
                 if cfg.variant == "offsets-outside-txn":
                     stage = "commit-offsets"
@@ -423,7 +356,7 @@ class Processor:
                 },
             )
             return
-        except TxnError as exc:
+        except ClientError as exc:
             self._failed_txn(result, exc.info)
             return
         except (KafkaException, BufferError) as exc:  # produce() refusing a record
@@ -438,14 +371,14 @@ class Processor:
         try:
             self.producer.begin_transaction()
         except KafkaException as exc:
-            raise TxnError(error_info(exc, "begin")) from None
+            raise ClientError(error_info(exc, "begin")) from None
 
     def _flush(self) -> None:
         """Wait for every delivery report (output offsets), within the call bound."""
         deadline = time.monotonic() + self.cfg.call_timeout_s
         while self.producer.flush(max(0.1, deadline - time.monotonic())) > 0:
             if time.monotonic() >= deadline:
-                raise TxnError(
+                raise ClientError(
                     {
                         "stage": "flush",
                         "code": "_TIMED_OUT",
@@ -462,7 +395,7 @@ class Processor:
         try:
             self.consumer.commit(offsets=positions, asynchronous=False)
         except KafkaException as exc:
-            raise TxnError(error_info(exc, "commit-offsets")) from None
+            raise ClientError(error_info(exc, "commit-offsets")) from None
 
     def _failed_txn(self, result: dict[str, Any], info: dict[str, Any]) -> None:
         """Record how a unit of processing ended when it did not commit cleanly, and react.
@@ -482,20 +415,20 @@ class Processor:
         fenced = is_fenced(info)
         if stage == "commit-offsets" or (not cfg.transactional and stage != "begin"):
             self.rec.info("txn", result, info)
-            raise Stop(EXIT_UNCERTAIN, "uncertain")
+            raise Exit(EXIT_UNCERTAIN, "uncertain")
         if stage == "commit" and not info["abortable"]:
             self.rec.info("txn", result, info)
-            raise Stop(EXIT_FENCED if fenced else EXIT_UNCERTAIN, "uncertain")
+            raise Exit(EXIT_FENCED if fenced else EXIT_UNCERTAIN, "uncertain")
         if fenced or info["fatal"]:
             self.rec.fail("txn", result, info)
-            raise Stop(EXIT_FENCED if fenced else EXIT_FATAL, "fenced" if fenced else "fatal")
+            raise Exit(EXIT_FENCED if fenced else EXIT_FATAL, "fenced" if fenced else "fatal")
         if cfg.transactional:
             try:
-                self._call("abort", self.producer.abort_transaction)
-            except TxnError as exc:
+                self.calls.call("abort", self.producer.abort_transaction)
+            except ClientError as exc:
                 self.rec.fail("txn", result, {**info, "abort_error": exc.info})
                 abort_fenced = is_fenced(exc.info)
-                raise Stop(
+                raise Exit(
                     EXIT_FENCED if abort_fenced else EXIT_FATAL,
                     "fenced" if abort_fenced else "fatal",
                 ) from None
@@ -514,11 +447,11 @@ class Processor:
             self.rec.ok("rewind", {"partitions": parts, "offsets": []})
             return
         try:
-            committed = self._call("rewind", self.consumer.committed, assignment)
+            committed = self.calls.call("rewind", self.consumer.committed, assignment)
             offsets = []
             for tp in committed:
                 if tp.error is not None:
-                    raise TxnError(
+                    raise ClientError(
                         {"stage": "rewind", "code": tp.error.name(), "message": tp.error.str()}
                     )
                 offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
@@ -526,21 +459,15 @@ class Processor:
                 offsets.append([tp.partition, tp.offset])
         except KafkaException as exc:
             self.rec.fail("rewind", {"partitions": parts}, error_info(exc, "rewind"))
-            raise Stop(EXIT_REWIND_FAILED, "rewind-failed") from None
-        except TxnError as exc:
+            raise Exit(EXIT_REWIND_FAILED, "rewind-failed") from None
+        except ClientError as exc:
             self.rec.fail("rewind", {"partitions": parts}, exc.info)
-            raise Stop(EXIT_REWIND_FAILED, "rewind-failed") from None
+            raise Exit(EXIT_REWIND_FAILED, "rewind-failed") from None
         self.rec.ok("rewind", {"partitions": parts, "offsets": sorted(offsets)})
 
     def _close(self) -> None:
         """Leave the group (revocation is recorded) and drop the producer without waiting."""
-        if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception as exc:
-                warn(f"instance {self.cfg.instance}: consumer close failed: {exc}")
-        if self.producer is not None:
-            self.producer.flush(1)
+        self.calls.close(self.consumer, self.producer)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -552,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    return Processor(cfg).run()
+    processor = Processor(cfg)
+    return processor.calls.exit(processor.run())
 
 
 if __name__ == "__main__":

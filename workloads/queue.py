@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from time import monotonic_ns
 from typing import IO, TYPE_CHECKING, Any
@@ -37,8 +37,9 @@ from typing import IO, TYPE_CHECKING, Any
 from common.errors import HarnessError
 from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
+from workloads import jsonconfig
 from workloads.processes import Child, Supervisor, child_env, spawn_module
-from workloads.queue_client import (
+from workloads.queue_config import (
     CLEAN_EXITS,
     OP_FS,
     SUB_VIAS,
@@ -158,11 +159,7 @@ class QueueOptions:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise HarnessError(f"unknown queue option(s): {', '.join(unknown)}")
-        return cls(**dict(raw))
+        return jsonconfig.from_json(cls, raw, "queue")
 
 
 class QueueWorkload(Supervisor):

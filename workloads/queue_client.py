@@ -51,190 +51,39 @@ import random
 import signal
 import sys
 import threading
-import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from time import monotonic_ns
 from types import FrameType
 from typing import Any, Final
 
-from history import Op, OpType, Recorder
-from history.schema import encode_json
+from history import OpType, Recorder
+from workloads.clients import REBALANCE_EVENTS, Calls, ClientError, Exit, make_clients, subscribe
 from workloads.eos_kafka import error_info, warn
-
-EXIT_OK: Final = 0
-EXIT_BAD_CONFIG: Final = 2
-EXIT_INIT: Final = 3
-EXIT_ORPHANED: Final = 7
-EXIT_CRASH: Final = 10
-EXIT_UNCERTAIN: Final = 11
-EXIT_UNUSABLE: Final = 12
-EXIT_REWIND: Final = 13
-
-#: Exit codes after which the process left no transaction open: its successor needs no fencing.
-CLEAN_EXITS: Final = frozenset({EXIT_OK, EXIT_CRASH})
-
-#: Values are ``process * VALUE_STRIDE + n``; a process stops before ``n`` reaches the stride.
-VALUE_STRIDE: Final = 10_000_000
-
-#: How long past its own timeout a transactional call may block before we give up on it.
-#: librdkafka's send_offsets_to_transaction can ignore its timeout and block forever when the
-#: group coordinator broker went away (confluentinc/librdkafka#5456, #5511); seen here after a
-#: broker kill and restart.
-HANG_SLACK_S: Final = 5.0
-
-OP_FS: Final = ("send", "poll", "txn")
-SUB_VIAS: Final = ("assign", "subscribe")
+from workloads.queue_config import (
+    EXIT_BAD_CONFIG,
+    EXIT_CRASH,
+    EXIT_INIT,
+    EXIT_OK,
+    EXIT_ORPHANED,
+    EXIT_REWIND,
+    EXIT_UNCERTAIN,
+    EXIT_UNUSABLE,
+    OP_FS,
+    SUB_VIAS,
+    VALUE_STRIDE,
+    BadConfig,
+    ClientConfig,
+    decode_value,
+)
 
 Mop = list[Any]
 
-
-class BadConfig(ValueError):
-    """The configuration cannot be run; the message says why."""
-
-
-@dataclass
-class ClientConfig:
-    """Everything one client process needs; travels as JSON on the command line."""
-
-    process: int
-    bootstrap: str
-    topic: str
-    keys: int
-    history_path: str
-    group_id: str
-    transactional_id: str | None = None
-    seed: int = 0
-    txn: bool = True
-    sub_via: str = "assign"
-    #: Relative weights of send / poll / txn ops (txn needs ``txn``).
-    weights: dict[str, float] = field(
-        default_factory=lambda: {"send": 1.0, "poll": 1.0, "txn": 1.0}
-    )
-    max_txn_len: int = 4
-    #: Probability that an op is an assign/subscribe (after the first, which always is).
-    sub_p: float = 1 / 16
-    #: Probability that a transaction is aborted on purpose after its body ran.
-    abort_p: float = 0.0
-    #: Probability that an op is a ``crash``.
-    crash_p: float = 0.0
-    #: Maximum ops per second of this process (0 = unpaced).
-    rate: float = 10.0
-    #: Seconds this process runs at most, counted from its start.
-    time_limit: float = 30.0
-    #: Absolute CLOCK_MONOTONIC time (ns) at which the whole workload ends, if set.
-    end_monotonic_ns: int | None = None
-    read_committed: bool = True
-    poll_ms: int = 100
-    max_poll_records: int = 200
-    op_timeout_s: float = 10.0
-    transaction_timeout_ms: int = 10000
-    session_timeout_ms: int = 6000
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def validate(self) -> None:
-        """Refuse configurations whose histories would be meaningless, before any op runs."""
-        if not isinstance(self.process, int) or self.process < 0:
-            raise BadConfig("process must be an int >= 0")
-        if self.keys < 1:
-            raise BadConfig("keys must be >= 1")
-        if self.sub_via not in SUB_VIAS:
-            raise BadConfig(f"sub_via must be one of {', '.join(SUB_VIAS)}")
-        unknown = set(self.weights) - set(OP_FS)
-        if unknown:
-            raise BadConfig(f"unknown op kinds in weights: {sorted(unknown)}")
-        if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
-            raise BadConfig("op weights must be >= 0 and not all 0")
-        if not self.txn and self.weights.get("txn", 0) > 0:
-            raise BadConfig("txn ops need transactions (txn: true), or give txn weight 0")
-        if not self.txn and self.abort_p > 0:
-            raise BadConfig("deliberate aborts need transactions (txn: true)")
-        if self.txn and not self.transactional_id:
-            raise BadConfig("transactions need a transactional_id")
-        for name in ("sub_p", "abort_p", "crash_p"):
-            p = getattr(self, name)
-            if not 0 <= p <= 1:
-                raise BadConfig(f"{name} must be within [0, 1]")
-        if self.sub_p + self.crash_p >= 1:
-            raise BadConfig("sub_p + crash_p must leave room for send/poll/txn ops")
-        if self.max_txn_len < 1 or (self.weights.get("txn", 0) > 0 and self.max_txn_len < 2):
-            raise BadConfig("max_txn_len must be >= 1 (>= 2 with txn ops)")
-        if self.rate < 0 or self.time_limit <= 0 or self.op_timeout_s <= 0:
-            raise BadConfig("rate must be >= 0; time_limit and op_timeout_s > 0")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> ClientConfig:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise BadConfig("config must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = set(raw) - known
-        if unknown:
-            raise BadConfig(f"unknown config keys: {sorted(unknown)}")
-        try:
-            return cls(**raw)
-        except TypeError as exc:
-            raise BadConfig(str(exc)) from None
+#: How a rebalance event is named in a completion's ``rebalance_log`` (Jepsen's words).
+_REBALANCE_TYPES: Final = dict(zip(REBALANCE_EVENTS, ("assigned", "revoked", "lost"), strict=True))
 
 
-class QueueRecorder(Recorder):
-    """A :class:`Recorder` that can add documented extra keys (``rebalance_log``) to an op.
-
-    ``Recorder.record`` has a fixed set of keys, but Jepsen's queue checker reads the rebalance
-    log from a top-level key of the completion, and the format allows additive op keys. This
-    subclass writes the same line ``record`` would, plus the extra keys, through the same
-    single ``write(2)``.
-    """
-
-    __slots__ = ()
-
-    def record_extra(
-        self, type: OpType, f: str, value: Any, error: Any, extra: dict[str, Any]
-    ) -> Op:
-        if not extra:
-            return self.record(type, f, value, error)
-        if type == "fail" and error is None:
-            raise ValueError("a 'fail' op needs an error saying why it failed")
-        if error is not None and type in ("invoke", "ok"):
-            raise ValueError(f"an {type!r} op cannot carry an error")
-        op: dict[str, Any] = {
-            "index": self.count,
-            "time": monotonic_ns(),
-            "wall": self._wall(),
-            "process": self.process,
-            "type": type,
-            "f": f,
-            "value": value,
-        }
-        if error is not None:
-            op["error"] = error
-        op.update(extra)
-        self._write((encode_json(op) + "\n").encode())
-        self._index += 1
-        return op  # type: ignore[return-value]
-
-
-class OpError(Exception):
-    """A client call failed; ``info`` is the JSON description that goes into the history."""
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        super().__init__(info.get("message"))
-        self.info = info
-
-
-class Exit(Exception):
-    """Leave the loop and exit the process with ``code``."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def _timeout(stage: str, message: str) -> OpError:
-    return OpError(
+def _timeout(stage: str, message: str) -> ClientError:
+    return ClientError(
         {
             "stage": stage,
             "code": "TIMED_OUT",
@@ -244,14 +93,6 @@ def _timeout(stage: str, message: str) -> OpError:
             "retriable": True,
         }
     )
-
-
-def decode_value(raw: bytes | None) -> Any:
-    """Record value as JSON: the int our producers wrote, else the text (a foreign record)."""
-    if raw is None:
-        return None
-    text = raw.decode("utf-8", "replace")
-    return int(text) if text.isascii() and text.isdigit() else text
 
 
 class QueueClient:
@@ -274,9 +115,8 @@ class QueueClient:
         self.assigned: set[int] = set()
         self.subscribed = False
         self.rebalance_log: list[dict[str, Any]] = []
-        #: The stage of a client call that never returned; the process must then exit.
-        self.hung: str | None = None
-        self.rec = QueueRecorder(
+        self.calls = Calls(f"process {cfg.process}", cfg.op_timeout_s, floor_s=0.5, wake=self.wake)
+        self.rec = Recorder(
             cfg.history_path,
             cfg.process,
             meta={
@@ -297,59 +137,25 @@ class QueueClient:
     # --- clients -----------------------------------------------------------------------
 
     def _make_clients(self) -> None:
-        from confluent_kafka import Consumer, Producer
-
         cfg = self.cfg
-        common = {"bootstrap.servers": cfg.bootstrap, "log_level": 3}
-        pconf: dict[str, Any] = {
-            **common,
-            "client.id": f"queue-p{cfg.process}",
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 0,
+        self.producer, self.consumer = make_clients(
+            cfg,
+            "queue",
+            cfg.process,
+            cfg.transactional_id if cfg.txn else None,
+            read_committed=cfg.read_committed,
             # A send that cannot be acknowledged within the op budget is reported, not retried
             # forever: the op then completes as info (or fail, inside an aborted transaction).
-            "message.timeout.ms": int(cfg.op_timeout_s * 1000),
-        }
-        if cfg.txn:
-            pconf["transactional.id"] = cfg.transactional_id
-            pconf["transaction.timeout.ms"] = cfg.transaction_timeout_ms
-            # librdkafka refuses a message timeout longer than the transaction timeout.
-            pconf["message.timeout.ms"] = min(
-                pconf["message.timeout.ms"], cfg.transaction_timeout_ms
-            )
-        cconf: dict[str, Any] = {
-            **common,
-            "client.id": f"queue-c{cfg.process}",
-            "group.id": cfg.group_id,
-            "isolation.level": "read_committed" if cfg.read_committed else "read_uncommitted",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": cfg.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, min(3000, cfg.session_timeout_ms // 3)),
-            "max.poll.interval.ms": max(60000, cfg.session_timeout_ms),
-        }
-        self.producer = Producer(pconf)
-        self.consumer = Consumer(cconf)
+            producer={"linger.ms": 0, "message.timeout.ms": int(cfg.op_timeout_s * 1000)},
+        )
         if cfg.txn:
             try:
-                self._bounded("init", self.producer.init_transactions, cfg.op_timeout_s)
+                self.calls.bounded("init", self.producer.init_transactions, cfg.op_timeout_s)
             except Exception as exc:
                 raise Exit(EXIT_INIT, f"init_transactions failed: {exc}") from None
 
     def _close(self) -> None:
-        """Leave the group promptly (a subscribed successor should not wait a session out)."""
-        if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception as exc:
-                warn(f"process {self.cfg.process}: consumer close failed: {exc}")
-        if self.producer is not None and self.hung is None:
-            try:
-                self.producer.flush(1.0)
-            except Exception as exc:
-                warn(f"process {self.cfg.process}: producer flush failed: {exc}")
+        self.calls.close(self.consumer, self.producer)
 
     # --- the generator -----------------------------------------------------------------
 
@@ -408,16 +214,16 @@ class QueueClient:
                 self.cfg.topic, value=str(v).encode(), partition=k, on_delivery=delivered
             )
         except BufferError as exc:
-            raise OpError(error_info(exc, "send")) from None
+            raise ClientError(error_info(exc, "send")) from None
         except KafkaException as exc:
-            raise OpError(error_info(exc, "send")) from None
+            raise ClientError(error_info(exc, "send")) from None
         self.producer.flush(self.cfg.op_timeout_s)
         if not box:
             raise _timeout("send", f"no acknowledgement within {self.cfg.op_timeout_s}s")
         err, msg = box[0]
         if err is not None:
             assert isinstance(err, KafkaError)
-            raise OpError(error_info(KafkaException(err), "send"))
+            raise ClientError(error_info(KafkaException(err), "send"))
         offset = msg.offset()
         return offset if offset is not None and offset >= 0 else None
 
@@ -428,7 +234,7 @@ class QueueClient:
         try:
             msgs = self.consumer.consume(self.cfg.max_poll_records, self.cfg.poll_ms / 1000)
         except (KafkaException, RuntimeError) as exc:
-            raise OpError(error_info(exc, "poll")) from None
+            raise ClientError(error_info(exc, "poll")) from None
         out: dict[str, list[list[Any]]] = {}
         for m in msgs:
             err = m.error()
@@ -436,7 +242,7 @@ class QueueClient:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
                 if err.fatal():
-                    raise OpError(error_info(KafkaException(err), "poll"))
+                    raise ClientError(error_info(KafkaException(err), "poll"))
                 warn(f"process {self.cfg.process}: consumer event: {err}")
                 continue
             if m.topic() != self.cfg.topic:
@@ -446,18 +252,9 @@ class QueueClient:
 
     # --- rebalance callbacks -----------------------------------------------------------
 
-    def _rebalanced(self, kind: str, partitions: list[Any]) -> None:
+    def _rebalanced(self, event: str, partitions: list[Any]) -> None:
         keys = sorted(tp.partition for tp in partitions if tp.topic == self.cfg.topic)
-        self.rebalance_log.append({"type": kind, "keys": keys})
-
-    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("assigned", partitions)
-
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("revoked", partitions)
-
-    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._rebalanced("lost", partitions)
+        self.rebalance_log.append({"type": _REBALANCE_TYPES[event], "keys": keys})
 
     # --- recording ---------------------------------------------------------------------
 
@@ -466,7 +263,7 @@ class QueueClient:
         if self.rebalance_log:
             extra["rebalance_log"] = self.rebalance_log
             self.rebalance_log = []
-        self.rec.record_extra(type_, f, value, error, extra)
+        self.rec.record(type_, f, value, error, extra)
 
     # --- ops ---------------------------------------------------------------------------
 
@@ -508,12 +305,7 @@ class QueueClient:
             elif not self.subscribed:
                 # Every key lives in the one topic: subscribing to it is what "subscribe to
                 # these keys" means, and re-subscribing to the same topic changes nothing.
-                self.consumer.subscribe(
-                    [topic],
-                    on_assign=self._on_assign,
-                    on_revoke=self._on_revoke,
-                    on_lost=self._on_lost,
-                )
+                subscribe(self.consumer, [topic], self._rebalanced)
                 self.subscribed = True
         except Exception as exc:
             # Possibly half applied (unassigned but not yet assigned): outcome unknown.
@@ -542,7 +334,7 @@ class QueueClient:
         first: dict[int, int] = {}
         try:
             self._run_mops(mops, done, first)
-        except OpError as exc:
+        except ClientError as exc:
             # A failed send may still have been written (timeouts); earlier sends were.
             self._complete("info", f, done, exc.info)
             raise Exit(EXIT_UNCERTAIN, "op outcome unknown") from None
@@ -576,13 +368,13 @@ class QueueClient:
             last = _last_offsets(done)
             if last:
                 positions = [TopicPartition(cfg.topic, k, off + 1) for k, off in last.items()]
-                self._call(
+                self.calls.call(
                     "send-offsets",
                     lambda t: self.producer.send_offsets_to_transaction(
                         positions, self.consumer.consumer_group_metadata(), t
                     ),
                 )
-        except OpError as exc:
+        except ClientError as exc:
             # The commit was never requested, so the transaction cannot have committed.
             self._abort(f, done, first, exc.info, committing=False)
             return
@@ -591,8 +383,8 @@ class QueueClient:
             self._abort(f, done, first, reason, committing=False)
             return
         try:
-            self._call("commit", self.producer.commit_transaction)
-        except OpError as exc:
+            self.calls.call("commit", self.producer.commit_transaction)
+        except ClientError as exc:
             if exc.info.get("abortable") and not exc.info.get("fatal"):
                 self._abort(f, done, first, exc.info, committing=True)
                 return
@@ -600,61 +392,6 @@ class QueueClient:
             self._complete("info", f, done, exc.info)
             raise Exit(EXIT_UNCERTAIN, "commit outcome unknown") from None
         self._complete("ok", f, done)
-
-    def _call(self, stage: str, fn: Any) -> Any:
-        """Call a transactional API, retrying what librdkafka calls retriable, within the op
-        budget (a retried commit_transaction resumes the same commit, it does not repeat it)."""
-        from confluent_kafka import KafkaException
-
-        deadline = time.monotonic() + self.cfg.op_timeout_s
-        while True:
-            try:
-                return self._bounded(stage, fn, max(0.5, deadline - time.monotonic()))
-            except KafkaException as exc:
-                info = error_info(exc, stage)
-                if not info["retriable"] or info["fatal"] or info["abortable"]:
-                    raise OpError(info) from None
-                if time.monotonic() >= deadline:
-                    raise OpError(info) from None
-                warn(f"process {self.cfg.process}: {stage}: retriable error: {info['message']}")
-                self.wake.wait(0.1)  # back-off between attempts, not synchronisation
-
-    def _bounded(self, stage: str, fn: Any, timeout: float) -> Any:
-        """``fn(timeout)``, but never blocking much longer than ``timeout``.
-
-        The call runs in a helper thread; if it is still running ``HANG_SLACK_S`` after its
-        own timeout, the client library is stuck (see :data:`HANG_SLACK_S`) and the call is
-        reported as a fatal error. The producer cannot be used again (another transactional
-        call would conflict with the stuck one), so the process records the op and exits.
-        """
-        box: list[tuple[bool, Any]] = []
-
-        def target() -> None:
-            try:
-                box.append((True, fn(timeout)))
-            except BaseException as exc:
-                box.append((False, exc))
-
-        worker = threading.Thread(target=target, name=f"kafka-{stage}", daemon=True)
-        worker.start()
-        worker.join(timeout + HANG_SLACK_S)
-        if worker.is_alive() or not box:
-            self.hung = stage
-            raise OpError(
-                {
-                    "stage": stage,
-                    "code": "CLIENT_HUNG",
-                    "message": f"{stage} still blocked {timeout + HANG_SLACK_S:.1f}s later "
-                    f"(its timeout was {timeout:.1f}s)",
-                    "fatal": True,
-                    "abortable": False,
-                    "retriable": False,
-                }
-            )
-        ok, result = box[0]
-        if ok:
-            return result
-        raise result
 
     def _abort(
         self,
@@ -667,11 +404,13 @@ class QueueClient:
     ) -> None:
         """Abort, record the outcome, and rewind the consumer to where the op started."""
         try:
-            if self.hung is not None:
+            if self.calls.hung is not None:
                 # A transactional call is still running: an abort would only conflict with it.
-                raise OpError({"stage": "abort", "code": "NOT_ATTEMPTED", "hung": self.hung})
-            self._call("abort", self.producer.abort_transaction)
-        except OpError as exc:
+                raise ClientError(
+                    {"stage": "abort", "code": "NOT_ATTEMPTED", "hung": self.calls.hung}
+                )
+            self.calls.call("abort", self.producer.abort_transaction)
+        except ClientError as exc:
             info = {**reason, "abort_error": exc.info}
             if committing:
                 # A commit was requested and the abort did not go through: unknown.
@@ -768,13 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"queue_client: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     client = QueueClient(cfg)
-    code = client.run()
-    if client.hung is not None:
-        # A thread is stuck inside the client library; interpreter shutdown could wait on it
-        # (destroying the producer waits for its operations). Everything is recorded already.
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    return client.calls.exit(client.run())
 
 
 if __name__ == "__main__":

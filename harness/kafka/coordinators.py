@@ -45,9 +45,15 @@ def active_controller(cluster: Cluster) -> int:
         "describe",
         "--status",
     )
-    m = re.search(r"^LeaderId:\s*(\d+)", out, re.M)
+    return parse_leader_id(out)
+
+
+def parse_leader_id(text: str) -> int:
+    """``LeaderId`` from ``kafka-metadata-quorum.sh describe --status`` (either backend runs
+    the tool: a local JVM or inside a broker container)."""
+    m = re.search(r"^LeaderId:\s*(\d+)", text, re.M)
     if not m:
-        raise HarnessError(f"no LeaderId in metadata quorum status: {out.strip()[:200]}")
+        raise HarnessError(f"no LeaderId in metadata quorum status: {text.strip()[:200]}")
     return int(m.group(1))
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from common.errors import HarnessError
 from common.waits import wait_for
+from harness.substrate.api import READY_TOPIC
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
@@ -20,47 +21,14 @@ if TYPE_CHECKING:
 QUIET = {"log_level": 0}
 
 
-def ensure_topic(
-    cluster: Cluster,
-    topic: str,
-    partitions: int,
-    replication: int,
-    config: dict[str, str] | None = None,
-    timeout: float = 30.0,
-) -> None:
-    """Create ``topic`` (idempotently) and wait until every partition has a leader."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
-
-    admin = cluster.admin()
-    futures = admin.create_topics(
-        [NewTopic(topic, partitions, replication, config=config or {})], request_timeout=timeout
-    )
-    try:
-        futures[topic].result(timeout=timeout)
-    except KafkaException as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise HarnessError(f"creating topic {topic} failed: {exc}") from None
-
-    def all_led() -> bool:
-        md = admin.list_topics(topic=topic, timeout=5)
-        t = md.topics.get(topic)
-        return (
-            t is not None
-            and t.error is None
-            and len(t.partitions) == partitions
-            and all(p.leader >= 0 and len(p.isrs) == replication for p in t.partitions.values())
-        )
-
-    wait_for(all_led, timeout=timeout, what=f"leaders and full ISR for {topic}")
-
-
 def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
+    """A committed transaction over every partition of a replicated topic, read back with
+    read_committed through the clients' path (toxiproxy)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     deadline = time.monotonic() + timeout
-    n = len(cluster.nodes)
-    ensure_topic(cluster, "__harness_ready", n, min(3, n), timeout=timeout)
+    n = len(cluster.node_ids())
+    cluster.ensure_topic(READY_TOPIC, n, min(3, n), timeout=timeout)
     producer = Producer(
         {
             **QUIET,
@@ -73,7 +41,7 @@ def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
         producer.init_transactions(max(1.0, deadline - time.monotonic()))
         producer.begin_transaction()
         for p in range(n):
-            producer.produce("__harness_ready", value=f"ready-{p}".encode(), partition=p)
+            producer.produce(READY_TOPIC, value=f"ready-{p}".encode(), partition=p)
         producer.commit_transaction(max(1.0, deadline - time.monotonic()))
     except Exception as exc:
         raise HarnessError(f"readiness transaction failed: {exc}") from None
@@ -90,7 +58,7 @@ def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
         }
     )
     try:
-        consumer.assign([TopicPartition("__harness_ready", p, 0) for p in range(n)])
+        consumer.assign([TopicPartition(READY_TOPIC, p, 0) for p in range(n)])
         seen: set[int] = set()
 
         def read_all() -> bool:

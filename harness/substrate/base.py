@@ -1,37 +1,67 @@
 """What the two cluster backends share (``process.cluster.Cluster``, processes in network
-namespaces, and ``docker.cluster.DockerCluster``, containers): the context-manager
-life cycle and its SIGTERM handling, the run marker in the environment, the per-node verbs,
-and the leader and coordinator look-ups built on each backend's ``partition_views``. Kept in
-one place so the backends cannot drift apart.
+namespaces, and ``docker.cluster.DockerCluster``, containers): the context-manager life cycle
+and its teardown order, SIGTERM handling, the run marker in the environment, the per-node verbs,
+readiness, the look-ups over each broker's own metadata (leaders, coordinators, registered
+brokers), the partition bookkeeping and the toxics. A backend supplies only what differs: how
+nodes are started and cut apart, where the evidence is read from, and what is removed at the
+end. Kept in one place so the backends cannot drift apart.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import signal
+import socket
+import struct
 import threading
+import time
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from common.errors import HarnessError
+from common.waits import wait_for
 from harness.kafka import coordinators, readiness, tools
-from harness.substrate.runstate import MARKER_ENV
+from harness.kafka.wire import fetch_metadata, fetch_partitions
+from harness.substrate.api import ClusterConfig, default_broker_settings, new_cluster_id
+from harness.substrate.runstate import MARKER_ENV, new_run_id
+from harness.substrate.toxiproxy import Toxiproxy, proxy_name
 
 if TYPE_CHECKING:
     from harness.kafka.install import Installation
+    from harness.kafka.versions import KafkaVersion
     from harness.kafka.wire import PartitionView
-    from harness.substrate.api import ClusterConfig
+    from harness.substrate.runstate import Slot
+
+log = logging.getLogger("harness.substrate.base")
 
 
 class _Node(Protocol):
     @property
     def node_id(self) -> int: ...
 
+    @property
+    def internal_address(self) -> str:
+        """``host:port`` of the listener the harness asks directly (never through toxics)."""
+        ...
+
+    @property
+    def logs(self) -> str:
+        """Where a reader finds this node's output (named in start-up errors)."""
+        ...
+
     def state(self) -> str | None: ...
 
     def alive(self) -> bool: ...
+
+    def running(self) -> bool:
+        """Alive and not frozen: worth a metadata request."""
+        ...
+
+    def start(self) -> None: ...
 
     def pause(self) -> None: ...
 
@@ -53,19 +83,74 @@ def check_config(config: ClusterConfig) -> None:
         raise HarnessError("transaction.version must be 0, 1 or 2")
 
 
+def port_free(port: int) -> bool:
+    """Whether nothing listens on ``127.0.0.1:port`` (both backends publish ports there)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
 class ClusterBase(Generic[N]):
-    """The shared part of a backend; subclasses set the attributes below and implement
-    ``start``, ``stop``, ``internal_bootstrap``, ``partition_views``, ``partition`` and
-    ``start_node``."""
+    """The shared part of a backend.
+
+    A subclass sets the attributes below and implements ``start``, ``bootstrap``,
+    ``internal_bootstrap``, ``active_controller``, ``can_reach`` and the hooks
+    ``_cut_links``/``_heal_links`` (the network faults), ``_write_logdump`` (the evidence) and
+    ``_release`` (what teardown removes); ``_started``, ``_save_logs`` and ``_after_node_start``
+    have defaults.
+    """
 
     config: ClusterConfig
     run_id: str
     nodes: list[N]
     settings: dict[str, str]
     install: Installation | None
-    _admin: Any
-    _stopped: bool
-    _old_sigterm: Any
+    dir: Path | None
+    toxiproxy: Toxiproxy | None
+    timings: dict[str, float]
+
+    def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
+        self.config = config or ClusterConfig(**kwargs)
+        check_config(self.config)
+        self.run_id = new_run_id()
+        self.cluster_id = new_cluster_id()
+        self.install = None
+        self.slot: Slot | None = None
+        self.nodes = []
+        self.settings = {}
+        self.dir = None
+        self.toxiproxy = None
+        self.timings = {}
+        self._admin: Any = None
+        self._cut: set[int] = set()  # outside the majority of a partition: views may be stale
+        self._stopped = False
+        self._old_sigterm: Any = None
+
+    def _check_transaction_version(self, version: KafkaVersion) -> None:
+        if self.config.transaction_version is not None and not version.supports_transaction_version:
+            raise HarnessError(f"Kafka {version} has no transaction.version feature (4.x only)")
+
+    def _make_settings(self) -> dict[str, str]:
+        """The defaults for this many nodes, overridden by the configuration's."""
+        self.settings = default_broker_settings(self.config.nodes)
+        self.settings.update(self.config.broker_settings)
+        return self.settings
+
+    def _make_store(self) -> Path:
+        """The run's store directory (configs, logs, evidence), created."""
+        store = self.config.store or Path("store") / "clusters" / self.run_id
+        self.dir = Path(store).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return self.dir
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -84,6 +169,51 @@ class ClusterBase(Generic[N]):
         raise NotImplementedError
 
     def stop(self) -> None:
+        """Heal, save the evidence, kill the brokers, remove everything. Safe to call twice.
+
+        Teardown kills rather than stops: the evidence is on disk already, and a clean
+        shutdown of a whole KRaft quorum costs seconds per node for nothing. The segment
+        dump comes after the kills, so the files it reads are final.
+        """
+        if not self._first_stop():
+            return
+        t0 = time.monotonic()
+        self._admin = None
+        if self._started():
+            try:
+                self.heal_all()
+            except Exception as exc:  # cleanup continues whatever failed
+                log.warning("heal during stop failed: %s", exc)
+            self._save_logs()
+            for node in self.nodes:
+                try:
+                    node.kill()
+                except Exception as exc:
+                    log.warning("killing node %s failed: %s", node.node_id, exc)
+            self.timings["stop_nodes"] = time.monotonic() - t0
+            if self.config.dump_logs and self.nodes and self.dir is not None:
+                try:
+                    self._write_logdump(self.dir / "evidence")
+                except Exception as exc:
+                    log.warning("log segment dump failed: %s", exc)
+            self.timings["dump"] = time.monotonic() - t0
+        self._release()
+        self._restore_signal_handlers()
+        self.timings["teardown"] = time.monotonic() - t0
+
+    def _started(self) -> bool:
+        """Whether anything was started that teardown must heal, save and kill."""
+        return True
+
+    def _save_logs(self) -> None:
+        """Copy node output into the store before the nodes go (a no-op where it is there)."""
+
+    def _write_logdump(self, out_dir: Path) -> Path:
+        """``out_dir/logdump.jsonl`` (``harness.substrate.evidence``) from the dead nodes."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Remove everything the start created (processes, networks, containers...)."""
         raise NotImplementedError
 
     @property
@@ -114,7 +244,56 @@ class ClusterBase(Generic[N]):
             atexit.unregister(self.stop)
         return True
 
+    # --- readiness ---------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Every broker registered and unfenced, then a transaction through toxiproxy."""
+        deadline = time.monotonic() + timeout
+        want = {n.node_id for n in self.nodes}
+
+        def all_registered() -> bool:
+            for node in self.nodes:
+                if not node.alive():
+                    raise HarnessError(
+                        f"node {node.node_id} exited during start-up; see {node.logs}"
+                    )
+            return self.registered_brokers() == want
+
+        wait_for(all_registered, timeout=timeout, what=f"brokers {sorted(want)} unfenced")
+        self.timings["registered"] = time.monotonic() - (deadline - timeout)
+        readiness.transactional_round_trip(self, max(5.0, deadline - time.monotonic()))
+
+    def registered_brokers(self) -> set[int]:
+        """Broker ids that every answering live broker lists in its metadata.
+
+        In KRaft, metadata lists only registered, unfenced brokers. Each broker is asked
+        directly (no client library in the harness process for this: it is called from the
+        nemesis thread while brokers die and return). The intersection is conservative both
+        ways: a just-restarted broker that has not caught up, or an isolated one whose view
+        is stale, can only delay "registered", never fake it.
+        """
+        views = []
+        for node in self._askable(exclude_cut=True):
+            try:
+                host, port = _host_port(node.internal_address)
+                views.append(fetch_metadata(host, port, [], node.node_id)[0])
+            except (OSError, struct.error):
+                continue
+        if not views:
+            raise HarnessError("no live broker answered a metadata request")
+        return set.intersection(*views)
+
+    def _askable(self, exclude_cut: bool) -> list[N]:
+        """Running nodes to ask, leaving out the cut-off minority when asked to (and when
+        anyone else is left)."""
+        nodes = [n for n in self.nodes if not (exclude_cut and n.node_id in self._cut)]
+        return [n for n in nodes or self.nodes if n.running()]
+
     # --- addresses and clients ---------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
 
     @property
     def internal_bootstrap(self) -> str:
@@ -141,8 +320,33 @@ class ClusterBase(Generic[N]):
         config: dict[str, str] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        """Create ``topic`` (idempotently) and wait until every partition has a leader."""
-        readiness.ensure_topic(self, topic, partitions, replication, config, timeout)
+        """Create ``topic`` (idempotently) and wait until every partition has a leader and
+        a full ISR."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        futures = admin.create_topics(
+            [NewTopic(topic, partitions, replication, config=config or {})],
+            request_timeout=timeout,
+        )
+        try:
+            futures[topic].result(timeout=timeout)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise HarnessError(f"creating topic {topic} failed: {exc}") from None
+
+        def all_led() -> bool:
+            md = admin.list_topics(topic=topic, timeout=5)
+            t = md.topics.get(topic)
+            return (
+                t is not None
+                and t.error is None
+                and len(t.partitions) == partitions
+                and all(p.leader >= 0 and len(p.isrs) == replication for p in t.partitions.values())
+            )
+
+        wait_for(all_led, timeout=timeout, what=f"leaders and full ISR for {topic}")
 
     def tool_command(
         self, simple_name: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
@@ -169,7 +373,18 @@ class ClusterBase(Generic[N]):
     # --- look-ups that aim faults -----------------------------------------------------
 
     def partition_views(self, topic: str, partition: int) -> list[PartitionView]:
-        raise NotImplementedError
+        """Every reachable live broker's own view of a partition, asked one by one."""
+        views = []
+        for node in self._askable(exclude_cut=False):
+            try:
+                host, port = _host_port(node.internal_address)
+                got = fetch_partitions(host, port, [topic], node.node_id)
+            except OSError:
+                continue
+            view = got.get((topic, partition))
+            if view is not None and view.error == 0:
+                views.append(view)
+        return views
 
     def partition_view(self, topic: str, partition: int) -> PartitionView:
         """The freshest view: highest leader epoch, preferring the leader's own answer.
@@ -230,19 +445,78 @@ class ClusterBase(Generic[N]):
         self.start_node(node_id, timeout=timeout)
 
     def start_node(self, node_id: int, timeout: float = 60.0) -> None:
-        raise NotImplementedError
+        """Start a stopped node on its data and wait until the brokers list it again."""
+        self.node(node_id).start()
+        self._after_node_start(node_id)
+        wait_for(
+            lambda: node_id in self.registered_brokers(),
+            timeout=timeout,
+            what=f"node {node_id} registered after restart",
+        )
 
-    # --- faults ------------------------------------------------------------------------
+    def _after_node_start(self, node_id: int) -> None:
+        """What a backend must redo for a node that came back (before it registers)."""
+
+    # --- network faults ----------------------------------------------------------------
 
     def partition(self, *groups: list[int]) -> None:
+        """Cut every node of each group from every node of every other group."""
+        for g in groups:
+            for i in g:
+                self.node(i)
+        self._cut_links(groups)
+        # Nodes outside the largest group are the ones whose metadata may go stale.
+        largest = max(groups, key=len)
+        for g in groups:
+            if g is not largest:
+                self._cut.update(g)
+
+    def _cut_links(self, groups: tuple[list[int], ...]) -> None:
         raise NotImplementedError
 
     def isolate(self, node_id: int) -> None:
         others = [n.node_id for n in self.nodes if n.node_id != node_id]
         self.partition([node_id], others)
 
-    def _resume_paused(self) -> None:
-        """The first step of ``heal_all``: resume every node a fault left stopped."""
+    def heal(self) -> None:
+        """Undo every partition."""
+        self._heal_links()
+        self._cut.clear()
+
+    def _heal_links(self) -> None:
+        raise NotImplementedError
+
+    # --- toxics: one toxiproxy proxy per node, in front of its client listener ----------
+
+    def proxy_name(self, node_id: int) -> str:
+        return proxy_name(node_id)
+
+    def _proxy(self) -> Toxiproxy:
+        if self.toxiproxy is None:
+            raise HarnessError("toxiproxy is not running")
+        return self.toxiproxy
+
+    def add_toxic(
+        self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **options: Any
+    ) -> str:
+        """A toxic on the node's client path; its name (for ``remove_toxic``). ``options``
+        are :meth:`Toxiproxy.add_toxic`'s (stream, toxicity, name)."""
+        return self._proxy().add_toxic(self.proxy_name(node_id), kind, attributes, **options)
+
+    def remove_toxic(self, node_id: int, name: str) -> None:
+        self._proxy().remove_toxic(self.proxy_name(node_id), name)
+
+    def proxy_down(self, node_id: int) -> None:
+        self._proxy().set_enabled(self.proxy_name(node_id), False)
+
+    def proxy_up(self, node_id: int) -> None:
+        self._proxy().set_enabled(self.proxy_name(node_id), True)
+
+    def heal_all(self) -> None:
+        """Undo every fault: resume paused nodes, heal partitions, drop toxics."""
         for node in self.nodes:
             if node.state() == "T":
                 node.resume()
+        self.heal()
+        if self.toxiproxy is not None:
+            self.toxiproxy.reset()

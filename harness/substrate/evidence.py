@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from history.logdump_format import BATCH_FIELDS, KINDS, header
-
-if TYPE_CHECKING:
-    from harness.substrate.api import Cluster
 
 _PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\{.*?\}(?= \w+: |$)|\S+)")
 #: DumpLogSegments' fields that are booleans and integers (the batch header's among them).
@@ -97,21 +95,24 @@ def parse_dump(text: str, node: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _segments(data_dir: Path) -> dict[str, list[Path]]:
-    """Segment files by kind of topic: user data, offsets, transaction log."""
-    kinds: dict[str, list[Path]] = {kind: [] for kind in KINDS}
-    if not data_dir.exists():
-        return kinds
-    for part in sorted(data_dir.iterdir()):
-        if not part.is_dir() or not _DIR.match(part.name) or part.name.startswith("__cluster"):
+def classify_segments(paths: Iterable[str]) -> dict[str, list[str]]:
+    """Segment files (``<dir>/<topic>-<partition>/<base offset>.log``) by kind of topic:
+    user data, offsets, transaction log; the cluster metadata log is left out. Ordered by
+    partition directory, then file."""
+    kinds: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    for path in sorted(paths, key=lambda p: PurePosixPath(p).parts[-2:]):
+        parts = PurePosixPath(path).parts
+        if len(parts) < 2 or not parts[-1].endswith(".log"):
             continue
-        logs = sorted(part.glob("*.log"))
-        if part.name.startswith("__consumer_offsets"):
-            kinds["offsets"] += logs
-        elif part.name.startswith("__transaction_state"):
-            kinds["txnlog"] += logs
+        directory = parts[-2]
+        if not _DIR.match(directory) or directory.startswith("__cluster"):
+            continue
+        if directory.startswith("__consumer_offsets"):
+            kinds["offsets"].append(path)
+        elif directory.startswith("__transaction_state"):
+            kinds["txnlog"].append(path)
         else:
-            kinds["data"] += logs
+            kinds["data"].append(path)
     return kinds
 
 
@@ -122,29 +123,40 @@ _KIND_ARGS = {
 }
 
 
-def dump_log_segments(cluster: Cluster) -> Path | None:
-    """Dump every replica of every partition on every node into ``evidence/logdump.jsonl``."""
-    assert cluster.dir is not None and cluster.install is not None
-    out_dir = cluster.dir / "evidence"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = []
-    for node in cluster.nodes:
-        for kind, files in _segments(node.data_dir).items():
-            if files:
-                jobs.append((node.node_id, kind, files))
+def dump_args(kind: str, files: list[str]) -> list[str]:
+    """``DumpLogSegments`` arguments for one kind's files (each kind has its own decoder)."""
+    return ["--deep-iteration", *_KIND_ARGS[kind], "--files", ",".join(files)]
 
-    def run(job: tuple[int, str, list[Path]]) -> list[dict[str, Any]]:
-        node_id, kind, files = job
-        args = ["--deep-iteration", *_KIND_ARGS[kind], "--files", ",".join(map(str, files))]
-        text = cluster.run_tool("DumpLogSegments", *args, timeout=300)
-        rows = parse_dump(text, node_id)
+
+#: One dump job: (node id, kind, segment files of that kind on that node).
+DumpJob = tuple[int, str, list[str]]
+
+
+def write_logdump(
+    out_dir: Path,
+    nodes: int,
+    jobs: list[DumpJob],
+    dump: Callable[[DumpJob], str | None],
+    workers: int = 1,
+) -> Path:
+    """Write ``out_dir/logdump.jsonl``: the header, then every record of every job.
+
+    ``dump(job)`` runs the tool wherever the files are (a local JVM, a helper
+    container) and returns its output, or None when it failed (that job is skipped).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def run(job: DumpJob) -> list[dict[str, Any]]:
+        node_id, kind, _ = job
+        text = dump(job)
+        rows = parse_dump(text, node_id) if text is not None else []
         for r in rows:
             r["kind"] = kind
         return rows
 
     out = out_dir / "logdump.jsonl"
-    with ThreadPoolExecutor(max_workers=2) as pool, open(out, "w") as fh:
-        fh.write(json.dumps(header(len(cluster.nodes))) + "\n")
+    with ThreadPoolExecutor(max_workers=workers) as pool, open(out, "w") as fh:
+        fh.write(json.dumps(header(nodes)) + "\n")
         for rows in pool.map(run, jobs):
             for row in rows:
                 fh.write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -28,6 +28,12 @@ TOXIC_TYPES = (
 )
 
 
+def proxy_name(node_id: int) -> str:
+    """The proxy in front of a node's client listener; the same in both backends, so the
+    code that aims toxics is shared."""
+    return f"n{node_id}"
+
+
 class ToxiproxyError(HarnessError):
     """The toxiproxy API refused a request."""
 
@@ -56,7 +62,11 @@ class Toxiproxy:
             start_new_session=True,
         )
         log.close()
-        wait_for(self._alive, timeout=15, what=f"toxiproxy API on port {self.api_port}")
+        try:
+            wait_for(self._alive, timeout=15, what=f"toxiproxy API on port {self.api_port}")
+        except BaseException:
+            self.stop()  # a server that never answered is not left behind
+            raise
 
     def _alive(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:

@@ -1,292 +1,62 @@
 """A KRaft cluster in Docker containers, with the same verbs as the process backend.
 
 For machines that have a Docker engine but cannot run the process backend (no Java, no
-loopback aliases, macOS). ``DockerCluster`` mirrors the process backend's ``Cluster``: a
-context manager whose ``bootstrap`` crosses toxiproxy, with pause/resume (``docker pause``, the
-cgroup freezer: the broker stops as under SIGSTOP), kill/start_node (``docker kill`` = SIGKILL, then
-``docker start`` on the same data volume), partitions (iptables inside the broker containers,
-in a dedicated chain, as the process backend does inside its namespaces), toxics through the
-toxiproxy container's API, leader and coordinator look-ups over each broker's published
-``OBSERVE`` listener, and at teardown container logs plus a ``DumpLogSegments`` evidence dump.
+loopback aliases, macOS). ``DockerCluster`` is a ``ClusterBase`` like the process backend's
+``Cluster``: a context manager whose ``bootstrap`` crosses toxiproxy, with pause/resume
+(``docker pause``, the cgroup freezer: the broker stops as under SIGSTOP), kill/start_node
+(``docker kill`` = SIGKILL, then ``docker start`` on the same data volume), partitions
+(iptables inside the broker containers, in a dedicated chain, as the process backend does
+inside its namespaces), toxics through the toxiproxy container's API, look-ups over each
+broker's published ``OBSERVE`` listener, and at teardown container logs plus a
+``DumpLogSegments`` evidence dump. What is here is only what differs from the process
+backend; the engine connection and reaping are in ``docker.engine``, one broker container in
+``docker.node``, the pure planning in ``docker.plan``.
 
-Never leaking: every network, volume and container carries ``kafka-harness.run=<id>`` and an
-owner label (host, pid, process start time). ``reap_docker()`` removes what dead owners left;
-each start calls it. Where testcontainers' Ryuk can run, resources also carry its session
-label, so the engine removes them soon after the harness dies, even by SIGKILL.
-
-The ``docker`` and ``testcontainers`` libraries (extra ``[docker]``) are imported lazily: the
-project imports and its unit tests run without them. Everything here except the unit-tested
-logic is unverified on the development machines, which have no Docker engine (see
-``docker/README.md``).
+Everything here except the unit-tested logic is unverified on the development machines,
+which have no Docker engine (see ``docker/README.md``).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import os
-import re
 import socket
-import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
-from common.procfs import process_start
 from common.waits import wait_for
+from harness.kafka.coordinators import parse_leader_id
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
-from harness.kafka.wire import PartitionView, fetch_metadata, fetch_partitions
-from harness.substrate.api import ClusterConfig, default_broker_settings, new_cluster_id
-from harness.substrate.base import ClusterBase, check_config
+from harness.substrate.api import ClusterConfig
+from harness.substrate.base import ClusterBase, port_free
 from harness.substrate.docker import plan as dp
-from harness.substrate.runstate import new_run_id
+from harness.substrate.docker.engine import (
+    connect_engine,
+    is_not_found,
+    owner_token,
+    reap_docker,
+    ryuk_labels,
+)
+from harness.substrate.docker.node import DockerNode
+from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
 from harness.substrate.toxiproxy import Toxiproxy
 
 log = logging.getLogger("harness.substrate.docker.cluster")
 
 KAFKA_BIN = "/opt/kafka/bin"
-ENGINE_TIMEOUT = 5.0
+
 # Image override for users who build docker/toxiproxy/Dockerfile instead of pulling.
 TOXIPROXY_IMAGE_ENV = "KAFKA_HARNESS_TOXIPROXY_IMAGE"
-
-
-def _is_not_found(exc: BaseException) -> bool:
-    """docker's NotFound/ImageNotFound, recognised without importing docker (fakes too)."""
-    return any(c.__name__ in ("NotFound", "ImageNotFound") for c in type(exc).__mro__)
-
-
-def connect_engine(timeout: float = ENGINE_TIMEOUT) -> Any:
-    """A docker client whose engine answered a ping, or a one-line HarnessError."""
-    try:
-        import docker
-    except ImportError:
-        raise HarnessError(
-            "the Docker backend needs the docker extra: pip install 'kafka-eos-harness[docker]'"
-        ) from None
-    try:
-        client = docker.from_env(timeout=int(timeout))
-        client.ping()
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise HarnessError(f"no Docker engine answered: {first[:200]}") from None
-    return client
-
-
-# --- ownership: who may reap what -------------------------------------------------------
-
-
-def owner_token(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{process_start(pid) or '?'}"
-
-
-def owner_is_dead(token: str, hostname: str, process_start: Any = process_start) -> bool:
-    """True only when the owner ran on this host and that process (same start) is gone.
-
-    Resources owned by another host (a shared remote engine) are never judged dead here.
-    """
-    parts = token.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != hostname or not parts[1].isdigit():
-        return False
-    started = process_start(int(parts[1]))
-    return started is None or (parts[2] != "?" and started != parts[2])
-
-
-def reap_docker(client: Any = None, keep: set[str] | None = None) -> dict[str, int]:
-    """Remove labelled containers, volumes and networks of dead harness runs.
-
-    A no-op (all zeros) when no engine answers or the docker library is absent. Runs whose
-    ids are in ``keep``, and runs whose owner is alive or on another host, are left alone.
-    """
-    counts = {"containers": 0, "volumes": 0, "networks": 0}
-    if client is None:
-        try:
-            client = connect_engine(timeout=2.0)
-        except HarnessError:
-            return counts
-    keep = keep or set()
-    host = socket.gethostname()
-
-    def dead(lbls: dict[str, str]) -> bool:
-        run = lbls.get(dp.LABEL_RUN)
-        return bool(run) and run not in keep and owner_is_dead(lbls.get(dp.LABEL_OWNER, ""), host)
-
-    selector = {"label": dp.LABEL_RUN}
-    for c in client.containers.list(all=True, filters=selector):
-        if dead(c.labels):
-            with contextlib.suppress(Exception):
-                c.remove(force=True, v=True)
-                counts["containers"] += 1
-    for v in client.volumes.list(filters=selector):
-        if dead(v.attrs.get("Labels") or {}):
-            with contextlib.suppress(Exception):
-                v.remove(force=True)
-                counts["volumes"] += 1
-    for n in client.networks.list(filters=selector):
-        if dead(n.attrs.get("Labels") or {}):
-            with contextlib.suppress(Exception):
-                n.remove()
-                counts["networks"] += 1
-    return counts
-
-
-def ryuk_labels(image: str) -> dict[str, str]:
-    """Start testcontainers' Ryuk (once per process) and return its session labels.
-
-    Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start: the
-    owner labels and ``reap_docker`` still clean up, only later (at the next start).
-    """
-    try:
-        from testcontainers.core.config import testcontainers_config
-        from testcontainers.core.container import Reaper
-        from testcontainers.core.labels import LABEL_SESSION_ID, create_labels
-    except ImportError:
-        return {}
-    if testcontainers_config.ryuk_disabled:
-        return {}
-    try:
-        Reaper.get_instance()
-    except Exception as exc:
-        log.warning("testcontainers' Ryuk did not start (%s); relying on reap_docker", exc)
-        return {}
-    return {LABEL_SESSION_ID: create_labels(image, None)[LABEL_SESSION_ID]}
-
-
-def parse_leader_id(text: str) -> int:
-    """``LeaderId`` from ``kafka-metadata-quorum.sh describe --status``."""
-    m = re.search(r"^LeaderId:\s*(\d+)", text, re.M)
-    if not m:
-        raise HarnessError(f"no LeaderId in metadata quorum status: {text.strip()[:200]}")
-    return int(m.group(1))
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-# --- one broker container ---------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class DockerNode:
-    """A broker container with the process backend's node verbs (pause, kill, stop...)."""
-
-    plan: dp.NodePlan
-    cluster: DockerCluster
-
-    @property
-    def node_id(self) -> int:
-        return self.plan.node_id
-
-    @property
-    def name(self) -> str:
-        return self.plan.container
-
-    @property
-    def internal_address(self) -> str:
-        """Where the harness reaches this broker directly (the published OBSERVE listener)."""
-        return f"{self.cluster.host_ip}:{self.plan.observe_port}"
-
-    def container(self) -> Any:
-        return self.cluster.client.containers.get(self.name)
-
-    def status(self) -> str | None:
-        try:
-            return str(self.container().status)
-        except Exception as exc:
-            if _is_not_found(exc):
-                return None
-            raise
-
-    def state(self) -> str | None:
-        return dp.state_letter(self.status())
-
-    def alive(self) -> bool:
-        return self.status() in ("running", "paused", "restarting")
-
-    def ip(self) -> str:
-        """The container's address on the cluster network (changes when it restarts)."""
-        nets = self.container().attrs["NetworkSettings"]["Networks"]
-        return str(nets[self.cluster.plan_or_fail().network]["IPAddress"])
-
-    def exec(self, cmd: list[str]) -> tuple[int, str, str]:
-        """Run ``cmd`` as root in the container; (exit code, stdout, stderr)."""
-        res = self.container().exec_run(cmd, user="root", demux=True)
-        code, output = res[0], res[1]
-        out, err = output if isinstance(output, tuple) else (output, b"")
-        return (
-            int(code if code is not None else -1),
-            (out or b"").decode(errors="replace"),
-            (err or b"").decode(errors="replace"),
-        )
-
-    def must_exec(self, cmd: list[str]) -> str:
-        code, out, err = self.exec(cmd)
-        if code != 0:
-            detail = (err.strip() or out.strip()).splitlines()[-1:] or ["?"]
-            raise HarnessError(
-                f"{' '.join(cmd[:4])} in {self.name} failed ({code}): {detail[0][:200]}"
-            )
-        return out
-
-    def pause(self) -> None:
-        """``docker pause`` (cgroup freezer), verified like SIGSTOP: state T."""
-        if not self.alive():
-            raise HarnessError(f"node {self.node_id} is not running")
-        self.container().pause()
-        wait_for(lambda: self.state() == "T", timeout=10, what=f"node {self.node_id} paused")
-
-    def resume(self) -> None:
-        self.container().unpause()
-        wait_for(lambda: self.state() != "T", timeout=10, what=f"node {self.node_id} unpaused")
-
-    def kill(self) -> None:
-        """SIGKILL the broker: no shutdown hooks, as ``kill -9`` in the process backend."""
-        if not self.alive():
-            return
-        c = self.container()
-        if c.status == "paused":
-            c.unpause()  # an engine may refuse to kill a frozen container
-        c.kill()
-        wait_for(lambda: not self.alive(), timeout=30, what=f"node {self.node_id} gone")
-
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Clean shutdown (SIGTERM, SIGKILL after ``timeout``); True if it ended cleanly."""
-        if not self.alive():
-            return True
-        c = self.container()
-        if c.status == "paused":
-            c.unpause()
-        c.stop(timeout=int(timeout))
-        code = self.container().attrs.get("State", {}).get("ExitCode")
-        return code != 137
-
-    def start(self) -> None:
-        if self.alive():
-            raise HarnessError(f"node {self.node_id} is already running")
-        self.container().start()
-        wait_for(lambda: self.status() == "running", timeout=30, what=f"{self.name} running")
-        for cmd in dp.chain_setup_commands():
-            self.must_exec(cmd)
-
-
-# --- the cluster ------------------------------------------------------------------------
 
 
 class DockerCluster(ClusterBase[DockerNode]):
@@ -300,29 +70,17 @@ class DockerCluster(ClusterBase[DockerNode]):
         use_ryuk: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.config = config or ClusterConfig(**kwargs)
-        check_config(self.config)
+        super().__init__(config, **kwargs)
         self.client = client
         self.use_ryuk = use_ryuk
-        self.run_id = new_run_id()
-        self.cluster_id = new_cluster_id()
         self.kafka_version = self.config.kafka_version or DEFAULT_KAFKA_VERSION
-        self.install = None  # no local Kafka: tools run inside the containers
-        self.slot = None  # no host slot: names derive from the run id, ports from the OS
+        # No local Kafka (tools run inside the containers) and no host slot (names derive
+        # from the run id, ports from the OS): ``install`` and ``slot`` stay None.
         self.host_ip = "127.0.0.1"
         self.plan: dp.ClusterPlan | None = None
-        self.nodes: list[DockerNode] = []
-        self.toxiproxy: Toxiproxy | None = None
-        self.settings: dict[str, str] = {}
-        self.dir: Path | None = None
-        self.timings: dict[str, float] = {}
         self.extra_labels: dict[str, str] = {}
-        self._admin: Any = None
-        self._cut: set[int] = set()
         self._pairs: list[tuple[int, int]] = []
         self._created: list[tuple[str, str]] = []  # (kind, name), in creation order
-        self._stopped = False
-        self._old_sigterm: Any = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -339,16 +97,14 @@ class DockerCluster(ClusterBase[DockerNode]):
     def make_plan(self) -> dp.ClusterPlan:
         """The cluster's plan: ports picked on the host, settings merged, names derived."""
         cfg = self.config
-        ports = dp.allocate_ports(cfg.nodes, cfg.base_port, _port_free, _free_port)
-        self.settings = default_broker_settings(cfg.nodes)
-        self.settings.update(cfg.broker_settings)
+        ports = dp.allocate_ports(cfg.nodes, cfg.base_port, port_free, _free_port)
         return dp.plan_cluster(
             self.run_id,
             owner_token(),
             self.cluster_id,
             self.kafka_version,
             ports,
-            self.settings,
+            self._make_settings(),
             transaction_version=cfg.transaction_version,
             host_ip=self.host_ip,
             toxiproxy_image=os.environ.get(TOXIPROXY_IMAGE_ENV, dp.TOXIPROXY_IMAGE),
@@ -360,13 +116,7 @@ class DockerCluster(ClusterBase[DockerNode]):
     def start(self) -> None:
         t0 = time.monotonic()
         cfg = self.config
-        if (
-            cfg.transaction_version is not None
-            and not KafkaVersion(self.kafka_version).supports_transaction_version
-        ):
-            raise HarnessError(
-                f"Kafka {self.kafka_version} has no transaction.version feature (4.x only)"
-            )
+        self._check_transaction_version(KafkaVersion(self.kafka_version))
         if self.client is None:
             self.client = connect_engine()
         reap_docker(self.client)
@@ -375,13 +125,12 @@ class DockerCluster(ClusterBase[DockerNode]):
         plan = self.plan = self.make_plan()
         if self.use_ryuk:
             self.extra_labels = ryuk_labels(plan.broker_image)
-        self.dir = Path(cfg.store or Path("store") / "clusters" / self.run_id).resolve()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "cluster.json").write_text(
+        store = self._make_store()
+        (store / "cluster.json").write_text(
             json.dumps({"run_id": self.run_id, "cluster_id": self.cluster_id, "backend": "docker"})
         )
         for n in plan.nodes:
-            node_dir = self.dir / "nodes" / f"n{n.node_id}"
+            node_dir = store / "nodes" / f"n{n.node_id}"
             node_dir.mkdir(parents=True, exist_ok=True)
             props = dp.node_properties(plan, n.node_id)
             (node_dir / "server.properties").write_text(dp.render_properties(props))
@@ -395,7 +144,7 @@ class DockerCluster(ClusterBase[DockerNode]):
             self._created.append(("volume", n.volume))
         self._created.append(("container", plan.toxiproxy))
         self.client.containers.run(**self._labelled(dp.toxiproxy_container_spec(plan)))
-        self.toxiproxy = Toxiproxy(Path("toxiproxy"), plan.api_port, self.dir / "toxiproxy.log", {})
+        self.toxiproxy = Toxiproxy(Path("toxiproxy"), plan.api_port, store / "toxiproxy.log", {})
         wait_for(
             lambda: self.toxiproxy is not None and self.toxiproxy.proxies() is not None,
             timeout=30,
@@ -406,7 +155,7 @@ class DockerCluster(ClusterBase[DockerNode]):
         for n in plan.nodes:
             self._created.append(("container", n.container))
             self.client.containers.run(**self._labelled(dp.broker_container_spec(plan, n.node_id)))
-            node = DockerNode(n, self)
+            node = DockerNode(n, self.client, self.host_ip, plan.network)
             for cmd in dp.chain_setup_commands():
                 node.must_exec(cmd)
             self.nodes.append(node)
@@ -421,7 +170,7 @@ class DockerCluster(ClusterBase[DockerNode]):
         try:
             images.get(plan.broker_image)
         except Exception as exc:
-            if not _is_not_found(exc):
+            if not is_not_found(exc):
                 raise
             context = dp.docker_dir() / "broker"
             if not (context / "Dockerfile").exists():
@@ -442,59 +191,18 @@ class DockerCluster(ClusterBase[DockerNode]):
         try:
             images.get(plan.toxiproxy_image)
         except Exception as exc:
-            if not _is_not_found(exc):
+            if not is_not_found(exc):
                 raise
             repo, _, tag = plan.toxiproxy_image.rpartition(":")
             images.pull(repo, tag=tag)
 
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        """Every broker registered and unfenced, then a transaction through toxiproxy."""
-        deadline = time.monotonic() + timeout
-        want = {n.node_id for n in self.nodes}
+    def _started(self) -> bool:
+        return self.client is not None and self.plan is not None
 
-        def all_registered() -> bool:
-            for node in self.nodes:
-                if not node.alive():
-                    raise HarnessError(
-                        f"node {node.node_id} exited during start-up; see docker logs {node.name}"
-                    )
-            return self.registered_brokers() == want
-
-        wait_for(all_registered, timeout=timeout, what=f"brokers {sorted(want)} unfenced")
-        from harness.kafka.readiness import transactional_round_trip
-
-        transactional_round_trip(self, max(5.0, deadline - time.monotonic()))  # type: ignore[arg-type]
-
-    def stop(self) -> None:
-        """Heal, save logs, kill brokers, dump segments, remove everything. Idempotent."""
-        if not self._first_stop():
-            return
-        t0 = time.monotonic()
-        self._admin = None
-        if self.client is not None and self.plan is not None:
-            try:
-                self.heal_all()
-            except Exception as exc:
-                log.warning("heal during stop failed: %s", exc)
-            self._save_logs()
-            for node in self.nodes:
-                try:
-                    node.kill()
-                except Exception as exc:
-                    log.warning("killing %s failed: %s", node.name, exc)
-            self.timings["stop_nodes"] = time.monotonic() - t0
-            if self.config.dump_logs and self.nodes and self.dir is not None:
-                try:
-                    self.dump_log_segments()
-                except Exception as exc:
-                    log.warning("log segment dump failed: %s", exc)
-            self.timings["dump"] = time.monotonic() - t0
-            self._remove_created()
-        self._restore_signal_handlers()
-        self.timings["teardown"] = time.monotonic() - t0
-
-    def _remove_created(self) -> None:
+    def _release(self) -> None:
         """Containers first (they hold the volumes and the network), then the rest."""
+        if not self._started():
+            return
         order = {"container": 0, "volume": 1, "network": 2}
         for kind, name in sorted(reversed(self._created), key=lambda kn: order[kn[0]]):
             try:
@@ -507,7 +215,7 @@ class DockerCluster(ClusterBase[DockerNode]):
                 else:
                     self.client.networks.get(name).remove()
             except Exception as exc:
-                if not _is_not_found(exc):
+                if not is_not_found(exc):
                     log.warning("removing %s %s failed: %s", kind, name, exc)
 
     def _save_logs(self) -> None:
@@ -524,49 +232,32 @@ class DockerCluster(ClusterBase[DockerNode]):
             except Exception as exc:
                 log.warning("saving logs of %s failed: %s", name, exc)
 
-    def dump_log_segments(self) -> Path:
-        """``evidence/logdump.jsonl`` in the process backend's format, dumped in a helper
-        container that mounts every node's data volume (the brokers are dead by then)."""
-        from harness.substrate.evidence import _KIND_ARGS, parse_dump
-        from history.logdump_format import header
-
+    def _write_logdump(self, out_dir: Path) -> Path:
+        """Dumped in a helper container that mounts every node's data volume (the brokers
+        are dead by then)."""
         plan = self.plan_or_fail()
-        assert self.dir is not None
         spec = self._labelled(dp.dump_container_spec(plan))
         self._created.append(("container", spec["name"]))
         helper = self.client.containers.run(**spec)
-        out_dir = self.dir / "evidence"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        out = out_dir / "logdump.jsonl"
-        with open(out, "w") as fh:
-            fh.write(json.dumps(header(len(plan.nodes))) + "\n")
-            for n in plan.nodes:
-                res = helper.exec_run(["find", f"/dump/n{n.node_id}", "-name", "*.log"])
-                listing = (res[1] or b"").decode(errors="replace").split()
-                for kind, files in dp.classify_segments(listing).items():
-                    if not files:
-                        continue
-                    cmd = [
-                        f"{KAFKA_BIN}/kafka-dump-log.sh",
-                        "--deep-iteration",
-                        *_KIND_ARGS[kind],
-                        "--files",
-                        ",".join(files),
-                    ]
-                    code, output = helper.exec_run(cmd, demux=True)[:2]
-                    text = (output[0] if isinstance(output, tuple) else output) or b""
-                    if code != 0:
-                        log.warning("dumping %s of node %s failed (%s)", kind, n.node_id, code)
-                        continue
-                    for row in parse_dump(text.decode(errors="replace"), n.node_id):
-                        row["kind"] = kind
-                        fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-        return out
+        jobs: list[DumpJob] = []
+        for n in plan.nodes:
+            res = helper.exec_run(["find", f"/dump/n{n.node_id}", "-name", "*.log"])
+            listing = (res[1] or b"").decode(errors="replace").split()
+            jobs += [(n.node_id, k, fs) for k, fs in classify_segments(listing).items() if fs]
 
-    # --- addresses and clients ---------------------------------------------------------
+        def dump(job: DumpJob) -> str | None:
+            node_id, kind, files = job
+            cmd = [f"{KAFKA_BIN}/kafka-dump-log.sh", *dump_args(kind, files)]
+            code, output = helper.exec_run(cmd, demux=True)[:2]
+            text = (output[0] if isinstance(output, tuple) else output) or b""
+            if code != 0:
+                log.warning("dumping %s of node %s failed (%s)", kind, node_id, code)
+                return None
+            return str(text.decode(errors="replace"))
 
-    def proxy_name(self, node_id: int) -> str:
-        return dp.proxy_name(node_id)
+        return write_logdump(out_dir, len(plan.nodes), jobs, dump)
+
+    # --- addresses --------------------------------------------------------------------
 
     @property
     def bootstrap(self) -> str:
@@ -579,41 +270,6 @@ class DockerCluster(ClusterBase[DockerNode]):
         """The published OBSERVE listeners: the harness's path around the toxics."""
         plan = self.plan_or_fail()
         return ",".join(f"{plan.host_ip}:{n.observe_port}" for n in plan.nodes)
-
-    # The admin client, node verbs and the "freshest view" rules are the process backend's,
-    # shared through ClusterBase so the two backends cannot drift apart.
-
-    # --- look-ups ---------------------------------------------------------------------
-
-    def _askable(self, exclude_cut: bool) -> list[DockerNode]:
-        nodes = [n for n in self.nodes if not (exclude_cut and n.node_id in self._cut)]
-        return [n for n in nodes or self.nodes if n.status() == "running"]
-
-    def registered_brokers(self) -> set[int]:
-        """Intersection of every answering broker's live-broker list (see Cluster)."""
-        views = []
-        for node in self._askable(exclude_cut=True):
-            try:
-                views.append(
-                    fetch_metadata(self.host_ip, node.plan.observe_port, [], node.node_id)[0]
-                )
-            except (OSError, struct.error):
-                continue
-        if not views:
-            raise HarnessError("no live broker answered a metadata request")
-        return set.intersection(*views)
-
-    def partition_views(self, topic: str, partition: int) -> list[PartitionView]:
-        views = []
-        for node in self._askable(exclude_cut=False):
-            try:
-                got = fetch_partitions(self.host_ip, node.plan.observe_port, [topic], node.node_id)
-            except OSError:
-                continue
-            view = got.get((topic, partition))
-            if view is not None and view.error == 0:
-                views.append(view)
-        return views
 
     def active_controller(self) -> int:
         """The quorum leader, asked with Kafka's own tool inside a running broker."""
@@ -631,27 +287,17 @@ class DockerCluster(ClusterBase[DockerNode]):
                 return parse_leader_id(out)
         raise HarnessError("no running broker could describe the metadata quorum")
 
-    # --- node control -----------------------------------------------------------------
-
-    def start_node(self, node_id: int, timeout: float = 60.0) -> None:
-        """Start the container again on its volume, re-apply partitions, wait registered.
-
-        A restarted container gets a fresh network namespace (its iptables rules are gone)
-        and possibly a new address (its peers' rules are stale), so every cut is re-applied.
-        """
-        self.node(node_id).start()
-        if self._pairs:
-            self._apply_cuts()
-        wait_for(
-            lambda: node_id in self.registered_brokers(),
-            timeout=timeout,
-            what=f"node {node_id} registered after restart",
-        )
-
     # --- network faults ---------------------------------------------------------------
 
+    def _after_node_start(self, node_id: int) -> None:
+        """A restarted container gets a fresh network namespace (its iptables rules are
+        gone) and possibly a new address (its peers' rules are stale): every cut is
+        re-applied."""
+        if self._pairs:
+            self._apply_cuts()
+
     def _apply_cuts(self) -> None:
-        running = {n.node_id: n for n in self.nodes if n.status() == "running"}
+        running = {n.node_id: n for n in self.nodes if n.running()}
         ips = {i: n.ip() for i, n in running.items()}
         for n in running.values():
             n.must_exec(dp.heal_command())
@@ -661,52 +307,18 @@ class DockerCluster(ClusterBase[DockerNode]):
                     for cmd in dp.cut_commands(ips[dst]):
                         running[src].must_exec(cmd)
 
-    def partition(self, *groups: list[int]) -> None:
-        """Cut every node of each group from every node of every other group (iptables)."""
-        for g in groups:
-            for i in g:
-                self.node(i)
+    def _cut_links(self, groups: tuple[list[int], ...]) -> None:
+        """iptables DROP rules in both containers of every cut pair."""
         self._pairs.extend(p for p in dp.partition_pairs(groups) if p not in self._pairs)
         self._apply_cuts()
-        largest = max(groups, key=len)
-        for g in groups:
-            if g is not largest:
-                self._cut.update(g)
 
-    def heal(self) -> None:
+    def _heal_links(self) -> None:
         for n in self.nodes:
-            if n.status() == "running":
+            if n.running():
                 n.must_exec(dp.heal_command())
         self._pairs.clear()
-        self._cut.clear()
 
     def can_reach(self, src: int, dst: int) -> bool:
         """A TCP connect from inside ``src``'s container to ``dst``'s inter-broker port."""
         code, _, _ = self.node(src).exec(dp.probe_command(self.node(dst).ip(), dp.INTERNAL_PORT))
         return code == 0
-
-    def _proxy(self) -> Toxiproxy:
-        if self.toxiproxy is None:
-            raise HarnessError("toxiproxy is not running")
-        return self.toxiproxy
-
-    def add_toxic(
-        self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **kw: Any
-    ) -> str:
-        return self._proxy().add_toxic(self.proxy_name(node_id), kind, attributes, **kw)
-
-    def remove_toxic(self, node_id: int, name: str) -> None:
-        self._proxy().remove_toxic(self.proxy_name(node_id), name)
-
-    def proxy_down(self, node_id: int) -> None:
-        self._proxy().set_enabled(self.proxy_name(node_id), False)
-
-    def proxy_up(self, node_id: int) -> None:
-        self._proxy().set_enabled(self.proxy_name(node_id), True)
-
-    def heal_all(self) -> None:
-        """Undo every fault: unpause, flush partition chains, drop toxics."""
-        self._resume_paused()
-        self.heal()
-        if self.toxiproxy is not None:
-            self.toxiproxy.reset()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
+from harness.substrate.toxiproxy import proxy_name
 
 LABEL_RUN = "kafka-harness.run"
 LABEL_ROLE = "kafka-harness.role"
@@ -293,11 +294,6 @@ def broker_environment(plan: ClusterPlan, node_id: int) -> dict[str, str]:
 # --- toxiproxy ------------------------------------------------------------------------
 
 
-def proxy_name(node_id: int) -> str:
-    """Same proxy names as the process backend, so toxic-aiming code is shared."""
-    return f"n{node_id}"
-
-
 def proxy_definitions(plan: ClusterPlan) -> list[dict[str, Any]]:
     """One proxy per node: listen on the published port, forward to the broker's CLIENT."""
     return [
@@ -438,27 +434,3 @@ def state_letter(status: str | None) -> str | None:
     if status in ("running", "restarting"):
         return "S"
     return None
-
-
-# --- evidence ---------------------------------------------------------------------------
-
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-
-
-def classify_segments(paths: list[str]) -> dict[str, list[str]]:
-    """Segment files (as listed inside a container) by kind, as ``substrate.evidence`` does."""
-    kinds: dict[str, list[str]] = {"data": [], "offsets": [], "txnlog": []}
-    for path in sorted(paths):
-        parts = path.rstrip("/").split("/")
-        if len(parts) < 2 or not parts[-1].endswith(".log"):
-            continue
-        directory = parts[-2]
-        if not _PARTITION_DIR.match(directory) or directory.startswith("__cluster"):
-            continue
-        if directory.startswith("__consumer_offsets"):
-            kinds["offsets"].append(path)
-        elif directory.startswith("__transaction_state"):
-            kinds["txnlog"].append(path)
-        else:
-            kinds["data"].append(path)
-    return kinds

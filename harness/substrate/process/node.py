@@ -172,6 +172,13 @@ class KafkaNode:
     def state(self) -> str | None:
         return process_state(self.proc.pid) if self.alive() and self.proc else None
 
+    def running(self) -> bool:
+        return self.alive() and self.state() != "T"
+
+    @property
+    def logs(self) -> str:
+        return str(self.log_path)
+
     def pause(self) -> None:
         """SIGSTOP, verified: returns once the kernel reports the JVM stopped (state T)."""
         self._signal(signal.SIGSTOP)
