@@ -20,13 +20,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from workloads.eos_config import (
+from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
     H_SRC_OFFSET,
     H_SRC_PARTITION,
     H_TXN_SEQ,
     OUTPUT_PREFIX,
+    SEED_PATTERN,
 )
 
 _VALUES = "struct<values:array<array<string>>>"
@@ -94,10 +95,10 @@ def _op(df: DataFrame, f: str, types: tuple[str, ...], proc: str | None = None) 
 
 
 def input_of_col(value: Column) -> Column:
-    """Spark form of :func:`workloads.eos_config.input_of`."""
+    """Spark form of :func:`history.eos_records.input_of`."""
     return F.when(
         value.startswith(OUTPUT_PREFIX), F.substring(value, len(OUTPUT_PREFIX) + 1, 1 << 20)
-    ).when(value.rlike(r"^v[0-9]{6}$"), value)
+    ).when(value.rlike(SEED_PATTERN), value)
 
 
 #: Only these ops feed the views; the rest of the history is never parsed.

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.pyref import CheckerInputError
-from workloads.eos_config import (
+from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
     H_SRC_OFFSET,
@@ -27,6 +26,7 @@ from workloads.eos_config import (
     H_TXN_SEQ,
     input_of,
 )
+from history.logdump import CheckerInputError
 
 __all__ = ["EosRun", "Op", "OpsOnDisk", "Rec", "TxnOp", "parse_run", "resolve_record"]
 
