@@ -20,6 +20,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from checkers.eos_results import RECORD_COLS
 from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
@@ -41,9 +42,6 @@ _GROUP = "struct<offsets:array<array<string>>>"
 _DRAIN = "struct<offsets:array<array<long>>>"
 _WATERMARKS = "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>"
 _HANGING = "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
-
-#: Columns of a drained record shown in examples, in this order.
-RECORD_COLS = ("topic", "partition", "offset", "key", "value", "headers")
 
 
 @dataclass
@@ -370,9 +368,3 @@ def ops_at(fr: EosFrames, indices: list[int]) -> dict[int, dict[str, Any]]:
             op["error"] = json.loads(r["error_json"])
         out[int(r["index"])] = op
     return out
-
-
-def record_dict(row: Any) -> dict[str, Any]:
-    """A drained record (a Row or struct) in the example shape shared with the reference."""
-    d = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
-    return {k: d[k] for k in RECORD_COLS}

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import eos_checks
+from checkers import eos_checks, eos_pyref, eos_rules
+from checkers.anomalies import lookup
 from checkers.eos_checks import check_eos
 from checkers.eos_pyref import SAFETY_CHECKS, check_eos_py
 from checkers.load import CheckerInputError
@@ -388,15 +389,18 @@ def counts(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def both(spark: Any, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run Spark and the reference; they must agree check by check."""
+    """Run Spark and the reference; their whole results must be equal, examples included."""
     got = check_eos(run_dir, spark=spark, max_examples=3)
     ref = check_eos_py(run_dir, max_examples=3)
     assert counts(got) == counts(ref), (got["anomalies"], ref["anomalies"])
-    assert got["valid"] == ref["valid"]
-    assert got["liveness"]["valid"] == ref["liveness"]["valid"]
-    for r in got["checkers"].values():
+    for name in SAFETY_CHECKS:
+        assert got["checkers"][name] == ref["checkers"][name], name
+    assert got["liveness"] == ref["liveness"]
+    assert got == ref
+    for name, r in got["checkers"].items():
         for ex in r["examples"]:
             assert isinstance(ex["values"], list)
+            assert list(ex) == list(lookup(name, name).example_of(ex))  # the defined shape
     return got, ref
 
 
@@ -469,7 +473,7 @@ def test_fenced_instance_output_is_zombie_write(tmp_path: Path) -> None:
     assert ref["anomalies"].get("zombie-write", 0) >= 1
     ex = ref["checkers"]["zombie-write"]["examples"][0]
     assert ex["reason"] == "fenced"
-    assert any(o["process"] == "nemesis" for o in ex["ops"] + [ex["fence_op"]])
+    assert any(o["process"] == "nemesis" for o in ex["ops"])  # the fencing op is among them
 
 
 def test_poison_input_in_a_txn_is_aborted_read(tmp_path: Path) -> None:
@@ -603,6 +607,43 @@ def test_a_failing_check_is_unknown_never_valid(
     assert got["checkers"]["order"]["valid"] == "unknown"
     assert "spark went away" in got["checkers"]["order"]["error"]
     assert got["valid"] == "unknown"
+
+
+def test_a_failing_liveness_check_is_unknown_in_both_engines(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Liveness is guarded like every safety check, in both engines, with one shape."""
+
+    def boom(*_a: Any) -> dict[str, Any]:
+        raise RuntimeError("progress went away")
+
+    run = built(tmp_path, 4)
+    monkeypatch.setattr(eos_rules, "check_progress", boom)
+    monkeypatch.setattr(eos_pyref, "check_progress", boom)
+    got = check_eos(run, spark=spark)
+    ref = check_eos_py(run)
+    for r in (got, ref):
+        assert r["liveness"]["valid"] == "unknown"
+        assert set(r["liveness"]) == {"valid", "count", "examples", "error"}
+        assert "progress went away" in r["liveness"]["error"]
+        assert r["valid"] is True  # liveness is never part of the safety verdict
+
+
+def test_a_failing_reference_check_has_the_same_unknown_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*_a: Any) -> dict[str, Any]:
+        raise RuntimeError("bug in order")
+
+    monkeypatch.setitem(eos_pyref.CHECKS, "order", boom)
+    ref = check_eos_py(built(tmp_path, 4))
+    assert ref["checkers"]["order"] == {
+        "valid": "unknown",
+        "count": 0,
+        "examples": [],
+        "error": "RuntimeError: bug in order",
+    }
+    assert ref["valid"] == "unknown"
 
 
 def test_unusable_run_dir(tmp_path: Path) -> None:
