@@ -73,63 +73,58 @@ def names(types: Iterable[AnomalyType]) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------
 # eos workload: one check per type (docs/anomalies.md, "eos workload")
 
-_EOS_OPS = ("ops",)
 
-LOST: Final = AnomalyType(
-    "lost",
+def _eos(name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any) -> AnomalyType:
+    """An eos type: its check has its name, and every example ends with the ``ops`` involved."""
+    return AnomalyType(name, name, summary, counts, (*example, "ops"), **kw)
+
+
+LOST: Final = _eos(
     "lost",
     "an acknowledged seed the group committed past, with no committed output",
     "acknowledged seeds",
-    ("values", "input", "committed_offset", *_EOS_OPS),
+    ("values", "input", "committed_offset"),
 )
-DUPLICATE: Final = AnomalyType(
-    "duplicate",
+DUPLICATE: Final = _eos(
     "duplicate",
     "an input with more than one committed output",
     "inputs (identities) with two or more outputs",
-    ("values", "input", "copies", "records", *_EOS_OPS),
+    ("values", "input", "copies", "records"),
 )
-ZOMBIE_WRITE: Final = AnomalyType(
-    "zombie-write",
+#: ``reason`` is ``fenced`` (the fencing op is among ``ops``) or ``overtaken`` (with ``newer``).
+ZOMBIE_WRITE: Final = _eos(
     "zombie-write",
     "a committed output of a fenced instance, or of a generation a newer one overtook",
     "drained records",
-    ("values", "reason", "records", *_EOS_OPS),
+    ("values", "reason", "records"),
     optional=("newer",),
-    kinds=(),
 )
-#: Why a zombie write is one (an example's ``reason``); a fenced one's ``ops`` hold the fence.
-ZOMBIE_REASONS: Final = ("fenced", "overtaken")
-ABORTED_READ: Final = AnomalyType(
-    "aborted-read",
+ABORTED_READ: Final = _eos(
     "aborted-read",
     "a committed output of an aborted, open or poison input, or a poison input processed",
     "drained records plus transactions",
-    ("values", "kind", *_EOS_OPS),
+    ("values", "kind"),
     optional=("records",),
     kinds=("poison-output", "aborted-in-log", "open-in-log", "poison-input"),
 )
-TORN_TRANSACTION: Final = AnomalyType(
-    "torn-transaction",
+TORN_TRANSACTION: Final = _eos(
     "torn-transaction",
     "a transaction partly visible, or committed with its offsets but none of its outputs",
     "transactions",
-    ("values", "kind", "txn", "expected", "present", "missing", *_EOS_OPS),
+    ("values", "kind", "txn", "expected", "present", "missing"),
     kinds=("partial", "ok-offsets-committed-outputs-absent"),
 )
-ORDER: Final = AnomalyType(
-    "order",
+ORDER: Final = _eos(
     "order",
     "outputs of one input partition out of input order within an output partition",
     "adjacent pairs whose source offset decreases",
-    ("values", "output_partition", "src_partition", "records", *_EOS_OPS),
+    ("values", "output_partition", "src_partition", "records"),
 )
-HANGING_TRANSACTION: Final = AnomalyType(
-    "hanging-transaction",
+HANGING_TRANSACTION: Final = _eos(
     "hanging-transaction",
     "a transaction still open at the end (LSO below HWM, or listed by find-hanging)",
     "partitions with lso < hwm plus find-hanging rows",
-    ("values", "kind", *_EOS_OPS),
+    ("values", "kind"),
     optional=("topic", "partition", "lso", "hwm", "broker", "row"),
     kinds=("lso-below-hwm", "find-hanging"),
 )

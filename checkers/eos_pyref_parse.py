@@ -21,10 +21,9 @@ from typing import Any
 from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
-    H_SRC_OFFSET,
-    H_SRC_PARTITION,
     H_TXN_SEQ,
     input_of,
+    source_position,
 )
 from history.logdump import CheckerInputError
 
@@ -145,11 +144,12 @@ def resolve_record(
     known, else ``"v:<input value>"``.
     """
     h = rec.headers
-    sp, so = _int(h.get(H_SRC_PARTITION)), _int(h.get(H_SRC_OFFSET))
+    pos = source_position(h)
     value = rec.value
     in_value = input_of(value) if isinstance(value, str) else None
-    if sp is not None and so is not None:
-        in_value = seed_at.get((sp, so), in_value)
+    sp, so = pos if pos is not None else (None, None)
+    if pos is not None:
+        in_value = seed_at.get(pos, in_value)
     elif in_value is not None and in_value in seed_pos:
         sp, so = seed_pos[in_value]
     rec.src_p, rec.src_o, rec.in_value = sp, so, in_value

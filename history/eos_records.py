@@ -73,6 +73,19 @@ def input_of(output: str) -> str | None:
     return None
 
 
+def source_position(headers: dict[str, str | None]) -> tuple[int, int] | None:
+    """The input ``(partition, offset)`` an output's headers name; ``None`` if they do not.
+
+    Outputs of the Java copier carry no headers; :func:`input_of` of their value identifies
+    their input instead.
+    """
+    try:
+        p, o = headers.get(H_SRC_PARTITION), headers.get(H_SRC_OFFSET)
+        return None if p is None or o is None else (int(p), int(o))
+    except (TypeError, ValueError):
+        return None
+
+
 def decode_headers(headers: list[tuple[str, bytes | None]] | None) -> dict[str, str | None]:
     """Record headers as the history stores them: ``{name: UTF-8 text or None}``."""
     out: dict[str, str | None] = {}

@@ -18,6 +18,7 @@ from history.eos_records import (
     is_seed_value,
     poison_value,
     seed_value,
+    source_position,
     transform,
 )
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig
@@ -74,6 +75,13 @@ def test_seed_and_poison_values_are_told_apart() -> None:
     assert input_of(seed_value(7)) == seed_value(7)
     assert input_of(poison_value(7)) is None
     assert input_of(transform(poison_value(7))) == poison_value(7)  # caught as poison later
+
+
+def test_source_position_needs_both_headers() -> None:
+    assert source_position({"src-partition": "2", "src-offset": "17"}) == (2, 17)
+    assert source_position({"src-partition": "2"}) is None
+    assert source_position({"src-partition": "2", "src-offset": "x"}) is None
+    assert source_position({}) is None  # the Java copier writes no headers
 
 
 def test_headers_are_stored_as_text() -> None:
