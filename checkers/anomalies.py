@@ -14,6 +14,7 @@ Public API::
 
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
+    found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
     EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE          # the definitions, in report order
     names(types) -> tuple[str, ...]
 """
@@ -304,3 +305,24 @@ def describe(name: str, checker: str | None = None) -> str:
         t = lookup(checker, name)
         return t.summary if t is not None else ""
     return next((t.summary for t in _ALL if t.name == name), "")
+
+
+def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(checker, type, count)`` for every type a result reports with a count above zero.
+
+    Takes any result: one checker's (the queue checker's, with ``checker`` and
+    ``anomalies``), a family's or the run's (``checkers``: each either an ``anomalies`` map
+    or, for an eos check, its own ``count``), so a reader need not know which shape it holds.
+    """
+    checkers = result.get("checkers")
+    if not isinstance(checkers, dict):
+        checkers = {str(result.get("checker", "")): result}
+    out = []
+    for checker, r in checkers.items():
+        if not isinstance(r, dict):
+            continue
+        counts = r.get("anomalies")
+        if not isinstance(counts, dict):
+            counts = {checker: r.get("count")} if r.get("valid") is False else {}
+        out += [(checker, t, n) for t, n in counts.items() if isinstance(n, int) and n > 0]
+    return sorted(out)

@@ -100,3 +100,19 @@ def test_every_type_is_documented_in_its_section() -> None:
         for t in types:
             assert re.search(rf"`{re.escape(t.name)}`", sections[family]), (family, t.name)
     assert "checkers/anomalies.py" in text
+
+
+def test_found_reads_every_result_shape() -> None:
+    queue = {"checker": "queue", "valid": False, "anomalies": {"G1c": 2, "unseen": 0}}
+    assert A.found(queue) == [("queue", "G1c", 2)]
+    run = {
+        "checkers": {
+            "epoch_violation": {"valid": True, "anomalies": {"duplicate-marker": 1}},
+            "lost": {"valid": False, "count": 3, "examples": []},
+            "order": {"valid": True, "count": 0, "examples": []},
+            "order-unknown": {"valid": "unknown", "count": 0, "examples": [], "error": "x"},
+        }
+    }
+    assert A.found(run) == [("epoch_violation", "duplicate-marker", 1), ("lost", "lost", 3)]
+    for checker, name, _n in A.found(run):
+        assert A.describe(name, checker)
