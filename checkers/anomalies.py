@@ -76,7 +76,11 @@ def names(types: Iterable[AnomalyType]) -> tuple[str, ...]:
 
 
 def _eos(name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any) -> AnomalyType:
-    """An eos type: its check has its name, and every example ends with the ``ops`` involved."""
+    """An eos type: its check has its name, and every example ends with the ``ops`` involved.
+
+    (A zombie write's ``reason`` is ``fenced``, its fencing op among the ``ops``, or
+    ``overtaken``, with ``newer``: see :func:`checkers.eos_results.zombie_write`.)
+    """
     return AnomalyType(name, name, summary, counts, (*example, "ops"), **kw)
 
 
@@ -92,7 +96,6 @@ DUPLICATE: Final = _eos(
     "inputs (identities) with two or more outputs",
     ("values", "input", "copies", "records"),
 )
-#: ``reason`` is ``fenced`` (the fencing op is among ``ops``) or ``overtaken`` (with ``newer``).
 ZOMBIE_WRITE: Final = _eos(
     "zombie-write",
     "a committed output of a fenced instance, or of a generation a newer one overtook",
