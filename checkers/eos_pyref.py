@@ -266,4 +266,7 @@ def check_eos_py(run_dir: str | os.PathLike[str], *, max_examples: int = 8) -> d
     """Every eos check on a run, single-process; input errors raise CheckerInputError."""
     run = parse_run(run_dir)
     checks = {name: (lambda fn=fn: fn(run, max_examples)) for name, fn in CHECKS.items()}
-    return X.run_checks(checks, lambda: check_progress(run, max_examples))
+    out = X.run_checks(checks, lambda: check_progress(run, max_examples))
+    if run.notes:
+        out["input_notes"] = list(run.notes)
+    return out

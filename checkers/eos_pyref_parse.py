@@ -125,6 +125,8 @@ class EosRun:
     find_hanging: list[Op] = field(default_factory=list)
     output_topic: str | None = None
     run_dir: Path | None = None
+    #: What the reader salvaged (a torn last line): reported as ``input_notes``.
+    notes: list[str] = field(default_factory=list)
 
 
 def _int(x: Any) -> int | None:
@@ -173,8 +175,14 @@ def parse_run(run_dir: str | os.PathLike[str]) -> EosRun:
         with iter_history(path) as reader:
             for op in reader:
                 _parse_op(run, op)
+            run.notes = list(reader.warnings)
+            empty = reader.header is None
     except HistoryError as e:
         raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        raise CheckerInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if empty:  # as checkers.load says it: no header, nothing to judge
+        raise CheckerInputError(f"{path}: empty history (no header line)")
     seed_pos = {v: (pp, o) for v, pp, o, _i in run.seeds}
     for r in run.drain:
         resolve_record(r, run.seed_at, seed_pos)

@@ -684,6 +684,21 @@ def test_a_failing_reference_check_has_the_same_unknown_shape(
     assert ref["valid"] == "unknown"
 
 
+def test_a_torn_last_line_is_noted_alike_by_both_engines(spark: Any, tmp_path: Path) -> None:
+    d = built(tmp_path, 6)
+    with open(d / "history.jsonl", "a") as fh:
+        fh.write('{"index": 99999, "proc')  # a writer that died mid-line
+    _got, ref = both(spark, d)
+    assert len(ref["input_notes"]) == 1 and "torn last line" in ref["input_notes"][0]
+
+
+def test_an_empty_history_is_unusable_in_both_engines(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "history.jsonl").write_text("")
+    for fn in (lambda: check_eos(tmp_path, spark=spark), lambda: check_eos_py(tmp_path)):
+        with pytest.raises(CheckerInputError, match="empty history"):
+            fn()
+
+
 def test_unusable_run_dir(tmp_path: Path) -> None:
     with pytest.raises(CheckerInputError):
         check_eos_py(tmp_path)
