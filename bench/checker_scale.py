@@ -90,7 +90,7 @@ _LOG_PY = """
 import json, resource, sys, time
 limit = int(float(sys.argv[2]) * (1 << 30))
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from checkers.pyref import check_logdump
+from checkers.log_pyref import check_logdump
 t0 = time.monotonic()
 try:
     res = check_logdump(sys.argv[1])

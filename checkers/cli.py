@@ -113,7 +113,7 @@ class RunDirCheck:
     ``applies(run_dir)`` says whether the directory has its input; ``run(ctx)`` returns a
     partial verdict ``{"checkers": {name: result, ...}}`` (optionally ``stats``,
     ``input_notes``, or ``valid: "unknown"`` with ``error``) and raises
-    ``checkers.pyref.CheckerInputError`` for unusable input. Checks that use Spark share one
+    ``history.logdump.CheckerInputError`` for unusable input. Checks that use Spark share one
     session: the first to ask starts it, and :func:`check_run_dir` stops it at the end.
     """
 
@@ -244,7 +244,7 @@ def judge_run_dir(
     started here is stopped before returning. Raises :class:`RunDirUnusable` when there is
     nothing to check or the input is unusable (``results.json`` then says so).
     """
-    from checkers.pyref import CheckerInputError
+    from history.logdump import CheckerInputError
 
     run_dir = Path(path)
     checks = [c for c in RUN_DIR_CHECKS if c.applies(run_dir)]
@@ -258,7 +258,7 @@ def judge_run_dir(
     started_spark = False
     if _spark_running() is False:
         # One session for every check of this run, stopped (JVM included) at the end.
-        from checkers.pyref import unknown_result
+        from checkers.log_rules import unknown_result
         from checkers.spark import spark_error, start_spark
 
         try:

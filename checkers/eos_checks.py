@@ -25,18 +25,18 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers import eos_results as X
 from checkers import eos_rules
-from checkers.eos_frames import RECORD_COLS, EosFrames, record_dict
-from checkers.eos_pyref import combine_eos
+from checkers.eos_frames import EosFrames
+from checkers.eos_results import RECORD_COLS, Example
 from checkers.eos_rules import (
-    Example,
     committed_of,
     finish,
     ident_of,
     ident_table,
     readable,
+    result,
     txn_idx,
-    with_ops,
 )
 from checkers.eos_views import build
 from checkers.load import CheckerInputError, Loaded, load_history, load_logdump, logdump_path
@@ -68,17 +68,12 @@ def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             .limit(max_examples)
             .collect()
         )
+        offsets = [] if fr.offsets_index is None else [fr.offsets_index]
         for r in rows:
-            ex = {
-                "values": [r["value"]],
-                "input": [r["src_p"], r["src_o"]],
-                "committed_offset": fr.committed_map.get(r["src_p"]),
-            }
-            idx = [r["send_index"]]
-            if fr.offsets_index is not None:
-                idx.append(fr.offsets_index)
-            made.append((ex, idx))
-    return with_ops(fr, made, n)
+            committed = fr.committed_map.get(r["src_p"])
+            idx = [r["send_index"], *offsets]
+            made.append(X.lost(r["value"], r["src_p"], r["src_o"], committed, idx))
+    return result(fr, "lost", n, made)
 
 
 def _ident_order() -> list[Any]:
@@ -104,15 +99,9 @@ def check_duplicate(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         for r in fr.drain.join(F.broadcast(keys), ["ident"]).collect():
             recs[r["ident"]].append(r)
         for ident in idents:
-            rs = sorted(recs[ident], key=lambda r: (r["partition"], r["offset"]))
-            ex = {
-                "values": [rs[0]["in_value"]],
-                "input": ident,
-                "copies": len(rs),
-                "records": [record_dict(r) for r in rs],
-            }
-            made.append((ex, [i for r in rs for i in txn_idx(r)]))
-    return with_ops(fr, made, n)
+            rs = recs[ident]
+            made.append(X.duplicate(ident, rs, [i for r in rs for i in txn_idx(r)]))
+    return result(fr, "duplicate", n, made)
 
 
 def _overtaken_thresholds(d: DataFrame) -> DataFrame:
@@ -164,17 +153,12 @@ def check_zombie(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     newer = _newer(d, [r for r in rows if not r["fenced"]])
     made: list[Example] = []
     for r in rows:
-        ex: dict[str, Any] = {"values": [r["in_value"]], "records": [record_dict(r)]}
-        idx = txn_idx(r)
         if r["fenced"]:
-            ex["reason"] = "fenced"
-            idx.append(r["fence_index"])
+            made.append(X.zombie_write(r["in_value"], r, txn_idx(r), fence_index=r["fence_index"]))
         else:
-            g, i, m = newer[(r["partition"], r["offset"])]
-            ex["reason"] = "overtaken"
-            ex["newer"] = {"generation": g, "instance": i, "min_src_offset": m}
-        made.append((ex, idx))
-    return with_ops(fr, made, n)
+            newer_of = tuple(newer[(r["partition"], r["offset"])])
+            made.append(X.zombie_write(r["in_value"], r, txn_idx(r), newer=newer_of))
+    return result(fr, "zombie-write", n, made)
 
 
 def _newer(d: DataFrame, rows: list[Any]) -> dict[tuple[int, int], tuple[int, int, int]]:
@@ -261,13 +245,16 @@ def check_aborted_read(
         F.lit(None).cast("int").alias("instance"),
         F.lit(None).cast("long").alias("txn_seq"),
     )
-    txn_in = fr.txns.select(
-        "instance", "txn_seq", "inv_index", "done_index", F.explode("inputs").alias("x")
-    ).select("instance", "txn_seq", "inv_index", "done_index", F.col("x")[2].alias("v"))
+    keys = ["instance", "txn_seq", "inv_index", "done_index"]
+    txn_in = fr.txns.select(*keys, F.posexplode("inputs").alias("pos", "x")).select(
+        *keys, "pos", F.col("x")[2].alias("v")
+    )
+    # The poison values of a transaction in input order (collect_list alone has no order).
+    in_order = F.transform(F.array_sort(F.collect_list(F.struct("pos", "v"))), lambda s: s["v"])
     txn_bad = (
         txn_in.join(pv, F.col("v") == F.col("pv"))
-        .groupBy("instance", "txn_seq", "inv_index", "done_index")
-        .agg(F.collect_list("v").alias("values"))
+        .groupBy(*keys)
+        .agg(in_order.alias("values"))
         .select(
             F.lit(1).alias("src"),
             F.lit(None).cast("int").alias("partition"),
@@ -284,13 +271,10 @@ def check_aborted_read(
     bad = recs.unionByName(txn_bad)
 
     def make(r: Any) -> Example:
-        ex: dict[str, Any] = {"values": list(r["values"]), "kind": r["kind"]}
-        if r["rec"] is not None:
-            ex["records"] = [record_dict(r["rec"])]
-        return ex, txn_idx(r)
+        return X.aborted_read(list(r["values"]), r["kind"], r["rec"], txn_idx(r))
 
     order = ["src", "partition", "offset", "instance", "txn_seq"]
-    return finish(fr, bad, order, max_examples, make)
+    return finish(fr, "aborted-read", bad, order, max_examples, make)
 
 
 #: Safety checks in report order; each takes (frames, max_examples, spark, run_dir).
@@ -305,8 +289,8 @@ CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]
 }
 
 
-def _unknown(e: BaseException) -> dict[str, Any]:
-    return {"valid": "unknown", "count": 0, "examples": [], "error": str(spark_error(e))}
+def _error(e: BaseException) -> str:
+    return str(spark_error(e))
 
 
 def eos_checks(spark: SparkSession, run_dir: Path, *, max_examples: int = 8) -> dict[str, Any]:
@@ -356,24 +340,15 @@ def _eos_checks(
     except CheckerInputError:
         raise
     except Exception as e:  # cannot even parse the views: every check is unknown
-        bad = _unknown(e)
-        return combine_eos({k: dict(bad) for k in CHECKS}, dict(bad))
+        return X.all_unknown(_error(e))
     try:
-        results: dict[str, dict[str, Any]] = {}
-        for name, fn in CHECKS.items():
-            try:
-                results[name] = fn(fr, max_examples, spark, Path(run_dir))
-            except CheckerInputError:
-                raise
-            except Exception as e:  # one broken check must not pass or sink the others
-                results[name] = _unknown(e)
-        try:
-            liveness = eos_rules.check_progress(fr, max_examples)
-        except Exception as e:
-            liveness = _unknown(e)
+        checks = {
+            name: (lambda fn=fn: fn(fr, max_examples, spark, run_dir))
+            for name, fn in CHECKS.items()
+        }
+        out = X.run_checks(checks, lambda: eos_rules.check_progress(fr, max_examples), _error)
     finally:
         fr.release()
-    out = combine_eos(results, liveness)
     if loaded.notes:
         out["input_notes"] = list(loaded.notes)
     return out
@@ -396,7 +371,6 @@ def check_eos(
     except CheckerInputError:
         raise
     except Exception as e:
-        bad = _unknown(e)
-        out = combine_eos({k: dict(bad) for k in CHECKS}, dict(bad))
-        out["error"] = bad["error"]
+        out = X.all_unknown(_error(e))
+        out["error"] = _error(e)
         return out

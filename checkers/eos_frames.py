@@ -20,13 +20,15 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from workloads.eos_config import (
+from checkers.eos_results import RECORD_COLS
+from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
     H_SRC_OFFSET,
     H_SRC_PARTITION,
     H_TXN_SEQ,
     OUTPUT_PREFIX,
+    SEED_PATTERN,
 )
 
 _VALUES = "struct<values:array<array<string>>>"
@@ -40,9 +42,6 @@ _GROUP = "struct<offsets:array<array<string>>>"
 _DRAIN = "struct<offsets:array<array<long>>>"
 _WATERMARKS = "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>"
 _HANGING = "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
-
-#: Columns of a drained record shown in examples, in this order.
-RECORD_COLS = ("topic", "partition", "offset", "key", "value", "headers")
 
 
 @dataclass
@@ -94,10 +93,10 @@ def _op(df: DataFrame, f: str, types: tuple[str, ...], proc: str | None = None) 
 
 
 def input_of_col(value: Column) -> Column:
-    """Spark form of :func:`workloads.eos_config.input_of`."""
+    """Spark form of :func:`history.eos_records.input_of`."""
     return F.when(
         value.startswith(OUTPUT_PREFIX), F.substring(value, len(OUTPUT_PREFIX) + 1, 1 << 20)
-    ).when(value.rlike(r"^v[0-9]{6}$"), value)
+    ).when(value.rlike(SEED_PATTERN), value)
 
 
 #: Only these ops feed the views; the rest of the history is never parsed.
@@ -369,9 +368,3 @@ def ops_at(fr: EosFrames, indices: list[int]) -> dict[int, dict[str, Any]]:
             op["error"] = json.loads(r["error_json"])
         out[int(r["index"])] = op
     return out
-
-
-def record_dict(row: Any) -> dict[str, Any]:
-    """A drained record (a Row or struct) in the example shape shared with the reference."""
-    d = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
-    return {k: d[k] for k in RECORD_COLS}

@@ -3,7 +3,9 @@
 Why a second implementation: the Spark checks (:mod:`checkers.eos_checks`) are written as joins
 and aggregations so they scale, which makes them hard to eyeball. This module states the same
 definitions (``docs/anomalies.md``, "eos workload") as straightforward loops over the parsed
-history, so the tests can cross-check every count, and so small runs have a fast baseline.
+history, so the tests can demand identical whole results, examples included, and so small
+runs have a fast baseline. Examples, results and the verdict are built by
+:mod:`checkers.eos_results`, as in the Spark engine.
 
 Public API::
 
@@ -18,21 +20,13 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from checkers import eos_results as X
 from checkers.eos_pyref_parse import EosRun, Op, Rec, parse_run
-from checkers.pyref import CheckerInputError, aborted_in_log, read_logdump
+from checkers.eos_results import SAFETY_CHECKS, Example, combine_eos, ident_order
+from checkers.log_pyref import aborted_in_log
+from history.logdump import read_logdump
 
 __all__ = ["SAFETY_CHECKS", "EosRun", "check_eos_py", "combine_eos", "parse_run"]
-
-#: The safety checks, in report order; ``progress`` (liveness) is reported apart.
-SAFETY_CHECKS: tuple[str, ...] = (
-    "lost",
-    "duplicate",
-    "zombie-write",
-    "aborted-read",
-    "torn-transaction",
-    "order",
-    "hanging-transaction",
-)
 
 
 # ------------------------------------------------------------------------------------------
@@ -48,18 +42,18 @@ def _readable(run: EosRun, src_partition: int) -> bool:
     return run.reads_ok.get(src_partition % _n_out(run), False)
 
 
-def _rec(r: Rec) -> dict[str, Any]:
-    keep = ("topic", "partition", "offset", "key", "value", "headers")
-    return {k: r[k] for k in keep}
+def _result(run: EosRun, name: str, cases: list[Example], max_examples: int) -> dict[str, Any]:
+    """Every case found, counted; the first ``max_examples`` shown (cases are in check order)."""
+    ops_of = lambda idx: {i: run.ops[i] for i in idx}  # noqa: E731
+    return X.check_result(name, len(cases), cases[:max_examples], ops_of)
 
 
-def result(name: str, cases: list[dict[str, Any]], max_examples: int) -> dict[str, Any]:
-    """One check's verdict: invalid iff it found something."""
-    return {"valid": not cases, "count": len(cases), "examples": cases[:max_examples]}
-
-
-def _txn_ops(run: EosRun, key: tuple[int, int]) -> list[Op]:
-    return [run.ops[t.index] for t in (run.txn_invoke.get(key), run.txn_done.get(key)) if t]
+def _txn_idx(run: EosRun, key: tuple[int | None, int | None]) -> list[int]:
+    """History indices of a transaction's invoke and completion (those recorded)."""
+    if key[0] is None or key[1] is None:
+        return []
+    k = (key[0], key[1])
+    return [t.index for t in (run.txn_invoke.get(k), run.txn_done.get(k)) if t]
 
 
 # ------------------------------------------------------------------------------------------
@@ -69,19 +63,13 @@ def _txn_ops(run: EosRun, key: tuple[int, int]) -> list[Op]:
 def check_lost(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Acknowledged seeds below the group's committed offset with no committed output."""
     have = {r["ident"] for r in run.drain}
-    cases = []
-    for val, p, o, send_index in sorted(run.seeds, key=lambda s: (s[1], s[2])):
-        if o < run.committed.get(p, -1) and f"{p}/{o}" not in have and _readable(run, p):
-            send = run.ops[send_index]
-            cases.append(
-                {
-                    "values": [val],
-                    "input": [p, o],
-                    "committed_offset": run.committed[p],
-                    "ops": [send] + ([run.offsets_op] if run.offsets_op else []),
-                }
-            )
-    return result("lost", cases, max_examples)
+    offsets = [run.offsets_op["index"]] if run.offsets_op else []
+    cases = [
+        X.lost(val, p, o, run.committed[p], [send_index, *offsets])
+        for val, p, o, send_index in sorted(run.seeds, key=lambda s: (s[1], s[2], s[3]))
+        if o < run.committed.get(p, -1) and f"{p}/{o}" not in have and _readable(run, p)
+    ]
+    return _result(run, "lost", cases, max_examples)
 
 
 def check_duplicate(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -90,28 +78,12 @@ def check_duplicate(run: EosRun, max_examples: int) -> dict[str, Any]:
     for r in run.drain:
         by[r["ident"]].append(r)
     cases = []
-    for ident in sorted(by, key=_ident_order):
+    for ident in sorted(by, key=ident_order):
         rs = by[ident]
         if len(rs) > 1:
-            keys = sorted({(r["instance"], r["txn_seq"]) for r in rs}, key=str)
-            ops = [o for k in keys if k[0] is not None for o in _txn_ops(run, k)]  # type: ignore[arg-type]
-            cases.append(
-                {
-                    "values": [rs[0]["in_value"]],
-                    "input": ident,
-                    "copies": len(rs),
-                    "records": [_rec(r) for r in rs],
-                    "ops": ops,
-                }
-            )
-    return result("duplicate", cases, max_examples)
-
-
-def _ident_order(ident: str) -> tuple[int, int, str]:
-    if ident.startswith("v:"):
-        return (1 << 40, 0, ident)
-    p, o = ident.split("/")
-    return (int(p), int(o), "")
+            idx = [i for r in rs for i in _txn_idx(run, (r["instance"], r["txn_seq"]))]
+            cases.append(X.duplicate(ident, rs, idx))
+    return _result(run, "duplicate", cases, max_examples)
 
 
 def fence_times(run: EosRun) -> dict[int, tuple[int, Op]]:
@@ -156,9 +128,10 @@ def check_zombie(run: EosRun, max_examples: int) -> dict[str, Any]:
             continue
         key = (inst, r["txn_seq"])
         inv = run.txn_invoke.get(key) if r["txn_seq"] is not None else None
-        why: dict[str, Any] | None = None
+        idx = _txn_idx(run, key)
         if inst in fences and inv is not None and inv.time > fences[inst][0]:
-            why = {"reason": "fenced", "fence_op": fences[inst][1]}
+            fence = fences[inst][1]["index"]
+            cases.append(X.zombie_write(r["in_value"], r, idx, fence_index=fence))
         elif r["generation"] is not None and r["generation"] >= 0 and r["src_p"] is not None:
             newer = [
                 (gen, i2, m)
@@ -166,16 +139,8 @@ def check_zombie(run: EosRun, max_examples: int) -> dict[str, Any]:
                 if gen > r["generation"] and i2 != inst and m <= r["src_o"]
             ]
             if newer:
-                gen, i2, m = min(newer)
-                why = {
-                    "reason": "overtaken",
-                    "newer": {"generation": gen, "instance": i2, "min_src_offset": m},
-                }
-        if why is not None:
-            cases.append(
-                {"values": [r["in_value"]], "records": [_rec(r)], "ops": _txn_ops(run, key)} | why
-            )
-    return result("zombie-write", cases, max_examples)
+                cases.append(X.zombie_write(r["in_value"], r, idx, newer=min(newer)))
+    return _result(run, "zombie-write", cases, max_examples)
 
 
 def check_aborted_read(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -186,20 +151,15 @@ def check_aborted_read(run: EosRun, max_examples: int) -> dict[str, Any]:
         poison = r["in_value"] in run.poison or r["value"] in run.poison or r["key"] in run.poison
         oc = outcome.get((r["topic"], r["partition"], r["offset"]))
         if poison or oc in ("aborted", "open"):
-            cases.append(
-                {
-                    "values": [r["in_value"]],
-                    "kind": "poison-output" if poison else f"{oc}-in-log",
-                    "records": [_rec(r)],
-                    "ops": _txn_ops(run, (r["instance"], r["txn_seq"])),
-                }
-            )
+            kind = "poison-output" if poison else f"{oc}-in-log"
+            idx = _txn_idx(run, (r["instance"], r["txn_seq"]))
+            cases.append(X.aborted_read([r["in_value"]], kind, r, idx))
     for key in sorted(run.txn_invoke):
         inv = run.txn_invoke[key]
         bad = [x[2] for x in inv.items if x[2] in run.poison]
         if bad:
-            cases.append({"values": bad, "kind": "poison-input", "ops": _txn_ops(run, key)})
-    return result("aborted-read", cases, max_examples)
+            cases.append(X.aborted_read(bad, "poison-input", None, _txn_idx(run, key)))
+    return _result(run, "aborted-read", cases, max_examples)
 
 
 def _log_outcomes(run: EosRun) -> dict[tuple[str, int, int], str]:
@@ -225,8 +185,7 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
             present[(r["instance"], r["txn_seq"])].add(r["ident"])
     cases = []
     for key in sorted(run.txn_invoke):
-        inv = run.txn_invoke[key]
-        inputs = inv.items
+        inputs = run.txn_invoke[key].items
         want = {f"{int(p)}/{int(o)}" for p, o, _v in inputs}
         if not want or not all(_readable(run, int(x[0])) for x in inputs):
             continue
@@ -240,18 +199,8 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
             if offs and all(run.committed.get(int(p), -1) >= int(n) for p, n in offs):
                 kind = "ok-offsets-committed-outputs-absent"
         if kind is not None:
-            cases.append(
-                {
-                    "values": [x[2] for x in inputs],
-                    "kind": kind,
-                    "txn": list(key),
-                    "expected": len(want),
-                    "present": len(have),
-                    "missing": sorted(want - have, key=_ident_order),
-                    "ops": _txn_ops(run, key),
-                }
-            )
-    return result("torn-transaction", cases, max_examples)
+            cases.append(X.torn_transaction(key, kind, inputs, have, _txn_idx(run, key)))
+    return _result(run, "torn-transaction", cases, max_examples)
 
 
 def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -266,37 +215,30 @@ def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:
         k = (r["partition"], r["src_p"])
         prev = last.get(k)
         if prev is not None and r["src_o"] < prev["src_o"]:
-            cases.append(
-                {
-                    "values": [prev["in_value"], r["in_value"]],
-                    "output_partition": r["partition"],
-                    "src_partition": r["src_p"],
-                    "records": [_rec(prev), _rec(r)],
-                }
-            )
+            cases.append(X.order(r["partition"], r["src_p"], prev, r))
         last[k] = r
-    return result("order", cases, max_examples)
+    return _result(run, "order", cases, max_examples)
 
 
 def check_hanging(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Partitions with LSO < HWM at the end, and rows reported by find-hanging."""
-    cases = []
+    found: list[tuple[int, int, Example]] = []
     for op in run.watermarks:
-        for w in op["value"].get("partitions") or []:
+        for pos, w in enumerate(op["value"].get("partitions") or []):
             lso, hwm = w.get("lso"), w.get("hwm")
             if lso is not None and hwm is not None and lso < hwm:
-                cases.append(
-                    {"values": [], "kind": "lso-below-hwm", "topic": op["value"]["topic"]}
-                    | {"partition": w["partition"], "lso": lso, "hwm": hwm, "ops": [op]}
-                )
+                ex = X.lso_below_hwm(op["value"]["topic"], w["partition"], lso, hwm, op["index"])
+                found.append((op["index"], pos, ex))
     for op in run.find_hanging:
+        pos = 0
         for res in op["value"].get("results") or []:
             for row in res.get("rows") or []:
-                cases.append(
-                    {"values": [], "kind": "find-hanging", "broker": res.get("broker")}
-                    | {"row": row, "ops": [op]}
+                found.append(
+                    (op["index"], pos, X.find_hanging_row(res.get("broker"), row, op["index"]))
                 )
-    return result("hanging-transaction", cases, max_examples)
+                pos += 1
+    cases = [ex for _i, _p, ex in sorted(found, key=lambda f: (f[0], f[1]))]
+    return _result(run, "hanging-transaction", cases, max_examples)
 
 
 def check_progress(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -304,19 +246,9 @@ def check_progress(run: EosRun, max_examples: int) -> dict[str, Any]:
     drain_type = None if run.drain_op is None else run.drain_op["type"]
     unread = sorted(p for p, ok in run.reads_ok.items() if not ok)
     missing = [s for s in run.seeds if s[2] >= run.committed.get(s[1], -1)]
-    missing.sort(key=lambda s: (s[1], s[2]))
-    ok = drain_type == "ok" and not unread and not missing
-    return {
-        "valid": ok,
-        "drain": drain_type,
-        "incomplete_reads": unread,
-        "unconsumed": len(missing),
-        "count": len(missing) + len(unread) + (0 if drain_type == "ok" else 1),
-        "examples": [
-            {"values": [v], "input": [p, o], "committed_offset": run.committed.get(p)}
-            for v, p, o, _i in missing[:max_examples]
-        ],
-    }
+    missing.sort(key=lambda s: (s[1], s[2], s[3]))
+    first = [(v, p, o, run.committed.get(p)) for v, p, o, _i in missing[:max_examples]]
+    return X.progress_result(drain_type, unread, len(missing), first)
 
 
 CHECKS = {
@@ -330,28 +262,11 @@ CHECKS = {
 }
 
 
-def combine_eos(results: dict[str, dict[str, Any]], liveness: dict[str, Any]) -> dict[str, Any]:
-    """Safety verdict: false if any check failed, unknown if any could not run, else true."""
-    valids = [r.get("valid") for r in results.values()]
-    valid: bool | str = False if False in valids else ("unknown" if "unknown" in valids else True)
-    anomalies = {k: int(r.get("count", 0)) for k, r in results.items() if r.get("valid") is False}
-    return {
-        "valid": valid,
-        "anomalies": anomalies,
-        "checkers": results,
-        "liveness": liveness,
-    }
-
-
 def check_eos_py(run_dir: str | os.PathLike[str], *, max_examples: int = 8) -> dict[str, Any]:
     """Every eos check on a run, single-process; input errors raise CheckerInputError."""
     run = parse_run(run_dir)
-    results: dict[str, dict[str, Any]] = {}
-    for name, fn in CHECKS.items():
-        try:
-            results[name] = fn(run, max_examples)
-        except CheckerInputError:
-            raise
-        except Exception as e:  # a bug in one check must not pass the run
-            results[name] = {"valid": "unknown", "error": f"{type(e).__name__}: {e}"}
-    return combine_eos(results, check_progress(run, max_examples))
+    checks = {name: (lambda fn=fn: fn(run, max_examples)) for name, fn in CHECKS.items()}
+    out = X.run_checks(checks, lambda: check_progress(run, max_examples))
+    if run.notes:
+        out["input_notes"] = list(run.notes)
+    return out

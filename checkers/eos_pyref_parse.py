@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.pyref import CheckerInputError
-from workloads.eos_config import (
+from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
-    H_SRC_OFFSET,
-    H_SRC_PARTITION,
     H_TXN_SEQ,
     input_of,
+    source_position,
 )
+from history.logdump import CheckerInputError
 
 __all__ = ["EosRun", "Op", "OpsOnDisk", "Rec", "TxnOp", "parse_run", "resolve_record"]
 
@@ -126,6 +125,8 @@ class EosRun:
     find_hanging: list[Op] = field(default_factory=list)
     output_topic: str | None = None
     run_dir: Path | None = None
+    #: What the reader salvaged (a torn last line): reported as ``input_notes``.
+    notes: list[str] = field(default_factory=list)
 
 
 def _int(x: Any) -> int | None:
@@ -145,11 +146,12 @@ def resolve_record(
     known, else ``"v:<input value>"``.
     """
     h = rec.headers
-    sp, so = _int(h.get(H_SRC_PARTITION)), _int(h.get(H_SRC_OFFSET))
+    pos = source_position(h)
     value = rec.value
     in_value = input_of(value) if isinstance(value, str) else None
-    if sp is not None and so is not None:
-        in_value = seed_at.get((sp, so), in_value)
+    sp, so = pos if pos is not None else (None, None)
+    if pos is not None:
+        in_value = seed_at.get(pos, in_value)
     elif in_value is not None and in_value in seed_pos:
         sp, so = seed_pos[in_value]
     rec.src_p, rec.src_o, rec.in_value = sp, so, in_value
@@ -173,8 +175,14 @@ def parse_run(run_dir: str | os.PathLike[str]) -> EosRun:
         with iter_history(path) as reader:
             for op in reader:
                 _parse_op(run, op)
+            run.notes = list(reader.warnings)
+            empty = reader.header is None
     except HistoryError as e:
         raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        raise CheckerInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if empty:  # as checkers.load says it: no header, nothing to judge
+        raise CheckerInputError(f"{path}: empty history (no header line)")
     seed_pos = {v: (pp, o) for v, pp, o, _i in run.seeds}
     for r in run.drain:
         resolve_record(r, run.seed_at, seed_pos)

@@ -17,23 +17,19 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checkers.eos_frames import RECORD_COLS, EosFrames, ops_at, record_dict
+from checkers import eos_results as X
+from checkers.eos_frames import EosFrames, ops_at
+from checkers.eos_results import Example, check_result
 
-Example = tuple[dict[str, Any], list[int]]  # example without ops, op indices to attach
 
-
-def with_ops(fr: EosFrames, made: list[Example], n: int) -> dict[str, Any]:
-    """A check's result: the verdict, the count, the examples with their full ops attached."""
-    ops = ops_at(fr, [i for _e, idx in made for i in idx])
-    examples = []
-    for ex, idx in made:
-        ex["ops"] = [ops[i] for i in sorted(set(idx)) if i in ops]
-        examples.append(ex)
-    return {"valid": n == 0, "count": n, "examples": examples}
+def result(fr: EosFrames, name: str, n: int, made: list[Example]) -> dict[str, Any]:
+    """A check's result (:func:`checkers.eos_results.check_result`), ops read from the history."""
+    return check_result(name, n, made, lambda idx: ops_at(fr, idx))
 
 
 def finish(
     fr: EosFrames,
+    name: str,
     df: DataFrame,
     order: list[Column | str],
     max_examples: int,
@@ -42,7 +38,7 @@ def finish(
     """Count the anomaly rows and turn the first few into examples with their full ops."""
     n = df.count()
     rows = df.orderBy(*order).limit(max_examples).collect() if n and max_examples else []
-    return with_ops(fr, [make(r) for r in rows], n)
+    return result(fr, name, n, [make(r) for r in rows])
 
 
 def readable(fr: EosFrames, p: Column) -> Column:
@@ -297,22 +293,12 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             if d["src_p"] is not None and d["src_o"] is not None:
                 have_sets[(d["instance"], d["txn_seq"])].add(f"{d['src_p']}/{d['src_o']}")
         for r in rows:
-            t = txns[(r["instance"], r["txn_seq"])]
-            have_set = have_sets[(r["instance"], r["txn_seq"])]
-            items = {}
-            for x in t["inputs"] or []:
-                items.setdefault(f"{int(x[0])}/{int(x[1])}", x[2])
-            order = sorted(items, key=lambda i: tuple(int(x) for x in i.split("/")))
-            ex = {
-                "values": [items[i] for i in order],
-                "kind": r["kind"],
-                "txn": [r["instance"], r["txn_seq"]],
-                "expected": r["expected"],
-                "present": r["present"],
-                "missing": [i for i in order if i not in have_set],
-            }
-            made.append((ex, txn_idx(t)))
-    return with_ops(fr, made, n)
+            key = (r["instance"], r["txn_seq"])
+            t = txns[key]
+            made.append(
+                X.torn_transaction(key, r["kind"], t["inputs"] or [], have_sets[key], txn_idx(t))
+            )
+    return result(fr, "torn-transaction", n, made)
 
 
 def check_order(fr: EosFrames, max_examples: int) -> dict[str, Any]:
@@ -342,18 +328,16 @@ def check_order(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     made = []
     for r in rows:
         prev, cur = recs[(r["partition"], r["prev_offset"])], recs[(r["partition"], r["offset"])]
-        ex = {
-            "values": [prev["in_value"], cur["in_value"]],
-            "output_partition": r["partition"],
-            "src_partition": r["src_p"],
-            "records": [record_dict(prev), record_dict(cur)],
-        }
-        made.append((ex, []))
-    return with_ops(fr, made, n)
+        made.append(X.order(r["partition"], r["src_p"], prev, cur))
+    return result(fr, "order", n, made)
 
 
 def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
-    """Partitions with LSO < HWM at the end, and rows reported by find-hanging."""
+    """Partitions with LSO < HWM at the end, and rows reported by find-hanging.
+
+    Cases are ordered by op, then by position inside the op (``p1``: partition or broker
+    result, ``p2``: row of that result), as the reference lists them.
+    """
     fin = fr.finals
     wm = fin.filter((F.col("f") == "watermarks") & (F.col("type") == "ok")).select(
         "index",
@@ -362,11 +346,13 @@ def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>",
         ).alias("v"),
     )
-    wm = wm.select("index", "v.topic", F.explode("v.partitions").alias("w")).filter(
+    wm = wm.select("index", "v.topic", F.posexplode("v.partitions").alias("p1", "w")).filter(
         F.col("w.lso") < F.col("w.hwm")
     )
     wm = wm.select(
         "index",
+        "p1",
+        F.lit(0).alias("p2"),
         F.lit("lso-below-hwm").alias("kind"),
         "topic",
         F.col("w.partition").alias("partition"),
@@ -377,14 +363,16 @@ def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     )
     fh = fin.filter((F.col("f") == "find-hanging") & (F.col("type") == "ok")).select(
         "index",
-        F.explode(
+        F.posexplode(
             F.from_json(
                 "value", "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
             )["results"]
-        ).alias("res"),
+        ).alias("p1", "res"),
     )
-    fh = fh.select("index", "res.broker", F.explode("res.rows").alias("row")).select(
+    fh = fh.select("index", "p1", "res.broker", F.posexplode("res.rows").alias("p2", "row")).select(
         "index",
+        "p1",
+        "p2",
         F.lit("find-hanging").alias("kind"),
         F.lit(None).cast("string").alias("topic"),
         F.lit(None).cast("int").alias("partition"),
@@ -396,15 +384,11 @@ def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     bad = wm.unionByName(fh)
 
     def make(r: Any) -> Example:
-        ex: dict[str, Any] = {"values": [], "kind": r["kind"]}
         if r["kind"] == "lso-below-hwm":
-            ex |= {"topic": r["topic"], "partition": r["partition"], "lso": r["lso"]}
-            ex["hwm"] = r["hwm"]
-        else:
-            ex |= {"broker": r["broker"], "row": r["row"]}
-        return ex, [r["index"]]
+            return X.lso_below_hwm(r["topic"], r["partition"], r["lso"], r["hwm"], r["index"])
+        return X.find_hanging_row(r["broker"], r["row"], r["index"])
 
-    return finish(fr, bad, ["index", "kind", "partition", "broker"], max_examples, make)
+    return finish(fr, "hanging-transaction", bad, ["index", "p1", "p2"], max_examples, make)
 
 
 def check_progress(fr: EosFrames, max_examples: int) -> dict[str, Any]:
@@ -412,31 +396,17 @@ def check_progress(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     drain_type = None if fr.drain_op is None else fr.drain_op["type"]
     unread = sorted(p for p, ok in fr.reads if not ok)
     committed = committed_of(fr, F.col("src_p"))
-    missing = fr.seeds.select("value", "src_p", "src_o", committed.alias("committed")).filter(
-        F.col("committed").isNull() | (F.col("src_o") >= F.col("committed"))
-    )
+    missing = fr.seeds.select(
+        "value", "src_p", "src_o", "send_index", committed.alias("committed")
+    ).filter(F.col("committed").isNull() | (F.col("src_o") >= F.col("committed")))
     n = missing.count()
-    rows = missing.orderBy("src_p", "src_o").limit(max_examples).collect() if n else []
-    ok = drain_type == "ok" and not unread and n == 0
-    return {
-        "valid": ok,
-        "drain": drain_type,
-        "incomplete_reads": unread,
-        "unconsumed": n,
-        "count": n + len(unread) + (0 if drain_type == "ok" else 1),
-        "examples": [
-            {
-                "values": [r["value"]],
-                "input": [r["src_p"], r["src_o"]],
-                "committed_offset": r["committed"],
-            }
-            for r in rows
-        ],
-    }
+    order = ["src_p", "src_o", "send_index"]
+    rows = missing.orderBy(*order).limit(max_examples).collect() if n and max_examples else []
+    first = [(r["value"], r["src_p"], r["src_o"], r["committed"]) for r in rows]
+    return X.progress_result(drain_type, unread, n, first)
 
 
 __all__ = [
-    "RECORD_COLS",
     "Example",
     "check_hanging",
     "check_order",
@@ -448,6 +418,6 @@ __all__ = [
     "ident_table",
     "readable",
     "records_at",
+    "result",
     "txn_idx",
-    "with_ops",
 ]

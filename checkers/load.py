@@ -5,7 +5,7 @@ of JSON lines costs far more than the checks themselves. Each source file is con
 Parquet beside the run (``<run>/.parquet/<name>/`` plus a ``<name>.json`` manifest holding the
 source's size and mtime); later checks of the same unchanged file read the Parquet directly.
 
-Input rules (shared with the history reader and :mod:`checkers.pyref`):
+Input rules (shared with the history reader and :mod:`history.logdump`):
 
 * line 1 is a header (``logdump_format: 1`` or ``history_format: 1``);
 * a torn last line (a crash mid-write) is skipped and reported in ``notes``;
@@ -29,18 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.pyref import (
-    FIELDS,
-    KINDS,
-    REQUIRED_BOOL,
-    REQUIRED_INT,
-    REQUIRED_STR,
+from history.logdump import (
     CheckerInputError,
     first_bad_line,
     read_header,
     snippet,
     torn_tail,
 )
+from history.logdump_format import FIELDS, KINDS, REQUIRED_BOOL, REQUIRED_INT, REQUIRED_STR
 
 if TYPE_CHECKING:
     from collections.abc import Callable

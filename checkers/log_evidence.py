@@ -9,8 +9,9 @@ Each check is a pure function of the dump's DataFrame (or of a prepared :class:`
 returning a result dict shaped like the queue checker's: ``valid``, ``anomalies`` (type ->
 count), ``bad_anomaly_types``, ``allowed_anomaly_types``, ``examples`` (type -> up to
 ``max_examples`` cases with every record involved), ``stats`` and ``options``. Definitions are
-in ``docs/anomalies.md`` ("Broker log evidence"); :mod:`checkers.pyref` implements the same
-checks in plain Python and the tests demand that both agree.
+in ``docs/anomalies.md`` ("Broker log evidence"); :mod:`checkers.log_pyref` implements the same
+checks in plain Python and the tests demand identical results; what both share (types,
+reasons, examples, result shape) is :mod:`checkers.log_rules`.
 
 Public API::
 
@@ -36,9 +37,11 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checkers import pyref as R
+from checkers import log_rules as R
 from checkers.load import CheckerInputError, Loaded, load_logdump, logdump_path
 from checkers.spark import spark_error, spark_session
+from history.logdump import FINGERPRINT_FIELDS, TXN_STATUS
+from history.logdump_format import FIELDS, MARKERS, TXN_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,7 +83,7 @@ class Evidence:
 
     ``full`` is the dump as loaded (every field, used to show examples); ``base`` keeps only
     what the checks read, plus ``fp`` (a hash of what replicas must agree on) and ``is_ref``
-    (this replica is its partition's reference replica, see ``pyref.reference_rank``).
+    (this replica is its partition's reference replica, see ``log_rules.reference_rank``).
     """
 
     spark: SparkSession
@@ -122,7 +125,7 @@ def prepare(df: DataFrame, *, partitions: int | None = None) -> Evidence:
     """Partition and cache a loaded dump once for all checks."""
     spark = df.sparkSession
     fp_cols: list[Column] = []
-    for c in R.FINGERPRINT_FIELDS:
+    for c in FINGERPRINT_FIELDS:
         fp_cols += [F.isnull(c), F.col(c)]
     slim = df.select(
         "node",
@@ -151,7 +154,7 @@ def prepare(df: DataFrame, *, partitions: int | None = None) -> Evidence:
             F.coalesce(F.max(F.when(F.col("ple") >= 0, F.col("ple"))), F.lit(-1)).alias("max_ple"),
             (F.max("last") + 1).alias("log_end"),
             F.sum((~ctrl).cast("long")).alias("data_n"),
-            F.sum((ctrl & F.col("marker").isin(*R.MARKERS)).cast("long")).alias("marker_n"),
+            F.sum((ctrl & F.col("marker").isin(*MARKERS)).cast("long")).alias("marker_n"),
             F.sum((~ctrl & (F.col("producerId") < 0)).cast("long")).alias("anon_n"),
         )
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -196,9 +199,9 @@ def _txn_frame(base: DataFrame) -> DataFrame:
     """
     ctrl = F.col("isControl")
     p = base.filter(
-        F.col("kind").isin(*R.TXN_KINDS)
+        F.col("kind").isin(*TXN_KINDS)
         & (F.col("producerId") >= 0)
-        & (~ctrl | F.col("marker").isin(*R.MARKERS))
+        & (~ctrl | F.col("marker").isin(*MARKERS))
     )
     txd = ~ctrl & F.col("isTransactional")
     w = Window.partitionBy(*KEY).orderBy(*_ORDER)
@@ -269,11 +272,11 @@ def _rows_to_dicts(rows: list[Any]) -> list[dict[str, Any]]:
 
 
 def _record(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: d[k] for k in R.FIELDS if d.get(k) is not None}
+    return {k: d[k] for k in FIELDS if d.get(k) is not None}
 
 
 def _resolve(ev: Evidence, sels: list[R.Selector]) -> dict[R.Selector, tuple[list[dict], int]]:
-    """Fetch the records selectors name, in one Spark job (see pyref.selectors)."""
+    """Fetch the records selectors name, in one Spark job (see log_rules.selectors)."""
     uniq = sorted(set(sels), key=repr)
     if not uniq:
         return {}
@@ -345,7 +348,7 @@ def _count_and_top(
     df: DataFrame, max_examples: int
 ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
     """Per type: how many findings, and the first ``max_examples`` in log order
-    (pyref.finding_order), in one job."""
+    (log_rules.finding_order), in one job."""
     order = Window.partitionBy("type").orderBy(
         "kind", "topic", "partition", F.coalesce("producerId", F.lit(-2)), "offset"
     )
@@ -511,7 +514,7 @@ def _epoch_stats(ev: Evidence) -> dict[str, Any]:
         rank = R.reference_rank(r["node"], r["max_ple"], r["log_end"])
         if cur is None or rank < R.reference_rank(cur[0], cur[1], cur[2]):
             refs[key] = (r["node"], r["max_ple"], r["log_end"])  # type: ignore[assignment]
-    txn_parts = [r for r in summary if r["kind"] in R.TXN_KINDS]
+    txn_parts = [r for r in summary if r["kind"] in TXN_KINDS]
     anon_ref = sum(
         r["anon_n"]
         for r in txn_parts
@@ -581,7 +584,7 @@ def epoch_violation(
     if tv["used"] != 2:
         cases = cases.filter(~F.col("type").isin(*R.TV2_TYPES))
     else:
-        # TV2 rules judge only producers seen committing the TV2 way (pyref._Scan.tv2_pids):
+        # TV2 rules judge only producers seen committing the TV2 way (log_pyref._Scan.tv2_pids):
         # a TV2 broker still serves TV0/1 clients, whose markers keep the epoch.
         t = ev.txn()
         commit = F.col("isControl") & (F.col("data_n") > 0) & (F.col("marker") == "COMMIT")
@@ -783,7 +786,7 @@ def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict
             state = {
                 "producerId": r["producerId"],
                 "producerEpoch": r["c_epoch"],
-                "status": R.TXN_STATUS.get(status or "", status),
+                "status": TXN_STATUS.get(status or "", status),
                 "partitions": parts,
             }
         typ, code = R.hanging_reason(r.get("max_data"), r.get("max_marker"), state, f)
@@ -841,7 +844,7 @@ def aborted_in_log(data: Evidence | DataFrame, *, all_replicas: bool = False) ->
     )
     producers = t.select("is_ref", *cols, outcome.alias("outcome"))
     anonymous = ev.base.filter(
-        F.col("kind").isin(*R.TXN_KINDS) & ~F.col("isControl") & (F.col("producerId") < 0)
+        F.col("kind").isin(*TXN_KINDS) & ~F.col("isControl") & (F.col("producerId") < 0)
     ).select("is_ref", *cols, F.lit("committed").alias("outcome"))
     out = producers.unionByName(anonymous)
     if not all_replicas:

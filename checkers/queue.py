@@ -21,6 +21,7 @@ from typing import Any
 
 from checkers import queue_analysis as qa
 from checkers import queue_ordering as qo
+from checkers.anomalies import QUEUE, names
 from checkers.queue_cycles import build_graph, cycle_cases
 from checkers.queue_history import (
     HistoryInputError,
@@ -38,25 +39,8 @@ __all__ = [
     "load_queue_history",
 ]
 
-#: Every anomaly type this checker can report.
-ANOMALY_TYPES: tuple[str, ...] = (
-    "G0",
-    "G1a",
-    "G1c",
-    "duplicate",
-    "empty-transaction-graph",
-    "inconsistent-offsets",
-    "int-nonmonotonic-poll",
-    "int-nonmonotonic-send",
-    "int-poll-skip",
-    "int-send-skip",
-    "lost-write",
-    "nonmonotonic-poll",
-    "nonmonotonic-send",
-    "poll-skip",
-    "precommitted-read",
-    "unseen",
-)
+#: Every anomaly type this checker can report (defined in :mod:`checkers.anomalies`).
+ANOMALY_TYPES: tuple[str, ...] = names(QUEUE)
 
 SUB_VIAS = ("assign", "subscribe")
 

@@ -1,5 +1,5 @@
 """Broker log dump format v1: the contract between the writer (the substrate's evidence
-step, both backends) and the readers (:mod:`checkers.pyref`, :mod:`checkers.load`).
+step, both backends) and the readers (:mod:`history.logdump`, :mod:`checkers.load`).
 
 ``<run>/evidence/logdump.jsonl``: line 1 is the header ``{"logdump_format": 1, "nodes": N}``;
 each further line is one record of one replica, a JSON object with the :data:`FIELDS` below.

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import eos_checks
+from checkers import eos_checks, eos_pyref, eos_rules
+from checkers.anomalies import lookup
 from checkers.eos_checks import check_eos
 from checkers.eos_pyref import SAFETY_CHECKS, check_eos_py
 from checkers.load import CheckerInputError
@@ -388,15 +389,18 @@ def counts(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def both(spark: Any, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run Spark and the reference; they must agree check by check."""
+    """Run Spark and the reference; their whole results must be equal, examples included."""
     got = check_eos(run_dir, spark=spark, max_examples=3)
     ref = check_eos_py(run_dir, max_examples=3)
     assert counts(got) == counts(ref), (got["anomalies"], ref["anomalies"])
-    assert got["valid"] == ref["valid"]
-    assert got["liveness"]["valid"] == ref["liveness"]["valid"]
-    for r in got["checkers"].values():
+    for name in SAFETY_CHECKS:
+        assert got["checkers"][name] == ref["checkers"][name], name
+    assert got["liveness"] == ref["liveness"]
+    assert got == ref
+    for name, r in got["checkers"].items():
         for ex in r["examples"]:
             assert isinstance(ex["values"], list)
+            assert list(ex) == list(lookup(name, name).example_of(ex))  # the defined shape
     return got, ref
 
 
@@ -445,8 +449,8 @@ ANOMALY_RUNS: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("kind", sorted(ANOMALY_RUNS))
-def test_each_anomaly_detected_by_reference(tmp_path: Path, kind: str) -> None:
-    ref = check_eos_py(built(tmp_path, 11, **ANOMALY_RUNS[kind]))
+def test_each_anomaly_detected_by_both_engines(spark: Any, tmp_path: Path, kind: str) -> None:
+    _got, ref = both(spark, built(tmp_path, 11, **ANOMALY_RUNS[kind]))
     assert ref["valid"] is False
     assert ref["anomalies"].get(kind, 0) >= 1, ref["anomalies"]
     assert "values" in ref["checkers"][kind]["examples"][0]
@@ -464,15 +468,15 @@ def test_every_anomaly_detected_by_spark_and_reference(spark: Any, tmp_path: Pat
     assert "fenced" in reasons
 
 
-def test_fenced_instance_output_is_zombie_write(tmp_path: Path) -> None:
-    ref = check_eos_py(built(tmp_path, 5, hijack=True))
+def test_fenced_instance_output_is_zombie_write(spark: Any, tmp_path: Path) -> None:
+    _got, ref = both(spark, built(tmp_path, 5, hijack=True))
     assert ref["anomalies"].get("zombie-write", 0) >= 1
     ex = ref["checkers"]["zombie-write"]["examples"][0]
     assert ex["reason"] == "fenced"
-    assert any(o["process"] == "nemesis" for o in ex["ops"] + [ex["fence_op"]])
+    assert any(o["process"] == "nemesis" for o in ex["ops"])  # the fencing op is among them
 
 
-def test_poison_input_in_a_txn_is_aborted_read(tmp_path: Path) -> None:
+def test_poison_input_in_a_txn_is_aborted_read(spark: Any, tmp_path: Path) -> None:
     s = simulate(2)
     s.poison(1)
     inst = s.owner[0]
@@ -491,9 +495,41 @@ def test_poison_input_in_a_txn_is_aborted_read(tmp_path: Path) -> None:
         },
     )
     s.finish()
-    ref = check_eos_py(s.write(tmp_path))
+    _got, ref = both(spark, s.write(tmp_path))
     ex = ref["checkers"]["aborted-read"]["examples"]
     assert [e["kind"] for e in ex] == ["poison-input"] and ex[0]["values"] == bad[0][2:]
+
+
+def _dump_record(partition: int, offset: int, pid: int, marker: str | None = None) -> dict:
+    rec = {"node": 1, "kind": "data", "topic": "out", "partition": partition, "offset": offset}
+    rec |= {"producerId": pid, "producerEpoch": 0, "isTransactional": True}
+    rec |= {"isControl": marker is not None, "partitionLeaderEpoch": 0}
+    return rec | ({"marker": marker, "coordinator_epoch": 0} if marker else {"payload": "v"})
+
+
+def test_outputs_the_log_shows_aborted_or_open_are_aborted_reads(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The broker log dump says which drained positions belong to an aborted or still open
+    transaction: producer 2 wrote one record and aborted, producer 3 one and never ended."""
+    s = simulate(3)
+    s.finish()
+    run = s.write(tmp_path)
+    p = next(q for q in sorted(s.out) if len(s.out[q]) >= 3)
+    n = len(s.out[p])
+    recs = [_dump_record(p, k, {0: 2, 1: 3}.get(k, 1)) for k in range(n)]
+    recs += [_dump_record(p, n, 1, "COMMIT"), _dump_record(p, n + 1, 2, "ABORT")]
+    dump = run / "evidence" / "logdump.jsonl"
+    dump.parent.mkdir()
+    lines = [json.dumps({"logdump_format": 1, "nodes": 1})] + [json.dumps(r) for r in recs]
+    dump.write_text("\n".join(lines) + "\n")
+    got, _ref = both(spark, run)
+    ex = got["checkers"]["aborted-read"]["examples"]
+    assert [(e["kind"], e["records"][0]["offset"]) for e in ex] == [
+        ("aborted-in-log", 0),
+        ("open-in-log", 1),
+    ]
+    assert got["anomalies"] == {"aborted-read": 2}
 
 
 # ------------------------------------------------------------------------------------------
@@ -525,12 +561,18 @@ def test_mutations_fail_with_the_right_type(tmp_path_factory: Any, seed: int, ki
     assert r["anomalies"].get(kind, 0) >= 1, (kind, r["anomalies"])
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
-@given(seed=st.integers(0, 10**6), kinds=st.sets(st.sampled_from(MUTATIONS), max_size=3))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 10**6),
+    kinds=st.sets(st.sampled_from(MUTATIONS), max_size=3),
+    partitions=st.integers(1, 4),
+    hijack=st.booleans(),
+)
 def test_spark_agrees_on_random_histories(
-    spark: Any, tmp_path_factory: Any, seed: int, kinds: set[str]
+    spark: Any, tmp_path_factory: Any, seed: int, kinds: set[str], partitions: int, hijack: bool
 ) -> None:
-    s = simulate(seed)
+    """Whole results equal on generated histories, valid or broken in up to three ways."""
+    s = simulate(seed, partitions=partitions, hijack=hijack)
     rnd = random.Random(seed)
     applied = [k for k in sorted(kinds) if mutate(s, k, rnd)]
     s.finish()
@@ -603,6 +645,58 @@ def test_a_failing_check_is_unknown_never_valid(
     assert got["checkers"]["order"]["valid"] == "unknown"
     assert "spark went away" in got["checkers"]["order"]["error"]
     assert got["valid"] == "unknown"
+
+
+def test_a_failing_liveness_check_is_unknown_in_both_engines(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Liveness is guarded like every safety check, in both engines, with one shape."""
+
+    def boom(*_a: Any) -> dict[str, Any]:
+        raise RuntimeError("progress went away")
+
+    run = built(tmp_path, 4)
+    monkeypatch.setattr(eos_rules, "check_progress", boom)
+    monkeypatch.setattr(eos_pyref, "check_progress", boom)
+    got = check_eos(run, spark=spark)
+    ref = check_eos_py(run)
+    for r in (got, ref):
+        assert r["liveness"]["valid"] == "unknown"
+        assert set(r["liveness"]) == {"valid", "count", "examples", "error"}
+        assert "progress went away" in r["liveness"]["error"]
+        assert r["valid"] is True  # liveness is never part of the safety verdict
+
+
+def test_a_failing_reference_check_has_the_same_unknown_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*_a: Any) -> dict[str, Any]:
+        raise RuntimeError("bug in order")
+
+    monkeypatch.setitem(eos_pyref.CHECKS, "order", boom)
+    ref = check_eos_py(built(tmp_path, 4))
+    assert ref["checkers"]["order"] == {
+        "valid": "unknown",
+        "count": 0,
+        "examples": [],
+        "error": "RuntimeError: bug in order",
+    }
+    assert ref["valid"] == "unknown"
+
+
+def test_a_torn_last_line_is_noted_alike_by_both_engines(spark: Any, tmp_path: Path) -> None:
+    d = built(tmp_path, 6)
+    with open(d / "history.jsonl", "a") as fh:
+        fh.write('{"index": 99999, "proc')  # a writer that died mid-line
+    _got, ref = both(spark, d)
+    assert len(ref["input_notes"]) == 1 and "torn last line" in ref["input_notes"][0]
+
+
+def test_an_empty_history_is_unusable_in_both_engines(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "history.jsonl").write_text("")
+    for fn in (lambda: check_eos(tmp_path, spark=spark), lambda: check_eos_py(tmp_path)):
+        with pytest.raises(CheckerInputError, match="empty history"):
+            fn()
 
 
 def test_unusable_run_dir(tmp_path: Path) -> None:

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from common.errors import HarnessError
 from harness.run.runner import drain_tally, run_stats
-from workloads.eos_config import EosOptions, Hook, ProcessorConfig, input_of, transform
+from history.eos_records import (
+    SEED_PATTERN,
+    decode_headers,
+    input_of,
+    is_seed_value,
+    poison_value,
+    seed_value,
+    source_position,
+    transform,
+)
+from workloads.eos_config import EosOptions, Hook, ProcessorConfig
 from workloads.eos_final import parse_table
 from workloads.eos_kafka import parse_group_metadata
 
@@ -49,6 +62,32 @@ def test_transform_is_invertible() -> None:
     assert input_of("v000123") == "v000123"
     assert input_of("x000123") is None
     assert input_of("out-") == ""
+
+
+@given(st.text(max_size=9) | st.integers(0, 10**7).map(lambda i: f"v{i:06d}"))
+def test_seed_shape_is_one_rule_in_python_and_in_the_spark_pattern(value: str) -> None:
+    """The Spark engine matches seeds with SEED_PATTERN, the reference with is_seed_value."""
+    assert is_seed_value(value) == (re.fullmatch(SEED_PATTERN.strip("^$"), value) is not None)
+
+
+def test_seed_and_poison_values_are_told_apart() -> None:
+    assert [seed_value(7), poison_value(7)] == ["v000007", "x000007"]
+    assert input_of(seed_value(7)) == seed_value(7)
+    assert input_of(poison_value(7)) is None
+    assert input_of(transform(poison_value(7))) == poison_value(7)  # caught as poison later
+
+
+def test_source_position_needs_both_headers() -> None:
+    assert source_position({"src-partition": "2", "src-offset": "17"}) == (2, 17)
+    assert source_position({"src-partition": "2"}) is None
+    assert source_position({"src-partition": "2", "src-offset": "x"}) is None
+    assert source_position({}) is None  # the Java copier writes no headers
+
+
+def test_headers_are_stored_as_text() -> None:
+    raw = [("src-partition", b"3"), ("member-id", None), ("bad", b"\xff")]
+    assert decode_headers(raw) == {"src-partition": "3", "member-id": None, "bad": "\ufffd"}
+    assert decode_headers(None) == {}
 
 
 def test_processor_config_json_round_trip() -> None:

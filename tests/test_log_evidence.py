@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import pyref as R
+from checkers import log_pyref, log_rules
+from history.logdump import CheckerInputError, read_logdump
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_SMALL = ROOT / "tests" / "data" / "logdump" / "real_small.jsonl"
@@ -330,7 +331,7 @@ def spark() -> Iterator[Any]:
 
 
 def py_check(path: Path, tv: int | None = None, n: int = 50) -> dict[str, Any]:
-    return R.check_logdump(path, transaction_version=tv, max_examples=n)
+    return log_pyref.check_logdump(path, transaction_version=tv, max_examples=n)
 
 
 def spark_check(spark: Any, path: Path, tv: int | None = None, n: int = 50) -> dict[str, Any]:
@@ -340,7 +341,7 @@ def spark_check(spark: Any, path: Path, tv: int | None = None, n: int = 50) -> d
 
 
 def assert_agree(s: dict[str, Any], p: dict[str, Any]) -> None:
-    for name in R.CHECKERS:
+    for name in log_rules.CHECKERS:
         assert s["checkers"][name] == p["checkers"][name], name
     assert s["valid"] == p["valid"]
     assert s["stats"]["outcomes"] == p["stats"]["outcomes"]
@@ -451,7 +452,7 @@ def test_hand_built_anomalies_spark_agrees(spark: Any, tmp_path: Path) -> None:
     # and under TV0 rules the TV2-only anomalies disappear, on both sides
     s0, p0 = spark_check(spark, path, tv=0), py_check(path, tv=0)
     assert_agree(s0, p0)
-    assert not set(p0["anomalies"]) & R.TV2_TYPES
+    assert not set(p0["anomalies"]) & log_rules.TV2_TYPES
 
 
 def clean_log(tv: int) -> Log:
@@ -493,7 +494,7 @@ def test_aborted_in_log_dataframe(spark: Any, tmp_path: Path) -> None:
                 (r.asDict() for r in aborted_in_log(ev, all_replicas=every).collect()),
                 key=lambda d: (d["kind"], d["topic"], d["partition"], d["offset"], d["node"]),
             )
-            assert got == R.aborted_in_log(R.read_logdump(path), all_replicas=every)
+            assert got == log_pyref.aborted_in_log(read_logdump(path), all_replicas=every)
     finally:
         ev.release()
     outcomes = {(r["partition"], r["offset"]): r["outcome"] for r in got if r["node"] == 1}
@@ -545,7 +546,9 @@ def _agree_on_combined(spark: Any, plan: dict[str, Any], seed: int) -> None:
     p = py_check(path, tv=plan["tv"], n=1000)
     assert_agree(spark_check(spark, path, tv=plan["tv"], n=1000), p)
     found = types_by_topic_prefix(p)
-    bad = {t for t in R.EPOCH_TYPES + R.DIVERGENCE_TYPES + R.HANGING_TYPES} - R.ALLOWED_TYPES
+    bad = {
+        t for t in log_rules.EPOCH_TYPES + log_rules.DIVERGENCE_TYPES + log_rules.HANGING_TYPES
+    } - log_rules.ALLOWED_TYPES
     assert not found.get("c0", set()) & bad
     for n, name in enumerate(names[1:], start=1):
         case = f"c{MUTATIONS.index(name) + 1}"
@@ -626,9 +629,9 @@ def test_malformed_dump_is_one_line_error(
     from checkers.load import load_logdump
 
     path = _bad(tmp_path, body)
-    with pytest.raises(R.CheckerInputError) as py_err:
-        R.read_logdump(path)
-    with pytest.raises(R.CheckerInputError) as sp_err:
+    with pytest.raises(CheckerInputError) as py_err:
+        read_logdump(path)
+    with pytest.raises(CheckerInputError) as sp_err:
         load_logdump(spark, tmp_path)
     for e in (py_err.value, sp_err.value):
         assert needle in str(e) and "\n" not in str(e)
@@ -653,7 +656,7 @@ def test_cli_run_dir(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[s
     good = run_dir_with(tmp_path / "good", materialize(clean_log(2)))
     assert main([str(good)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["valid"] is True and set(out["checkers"]) == set(R.CHECKERS)
+    assert out["valid"] is True and set(out["checkers"]) == set(log_rules.CHECKERS)
     assert json.loads((good / "results.json").read_text()) == out
     assert main([str(bad), "--transaction-version", "2", "--max-examples", "1"]) == 1
     out = json.loads(capsys.readouterr().out)
@@ -753,6 +756,6 @@ def test_load_history_dataframe(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text(
         '{"history_format": 1, "kind": "merged"}\n{"index": 0}\n1\n'
     )
-    with pytest.raises(R.CheckerInputError) as e:
+    with pytest.raises(CheckerInputError) as e:
         load_history(spark, tmp_path)
     assert "\n" not in str(e.value)

@@ -1,4 +1,5 @@
-"""What the eos workload's pieces agree on: options, names, record shapes, the transform.
+"""What the eos workload's pieces agree on: options, names, and (from the history format) the
+record headers and the transform.
 
 The supervisor (``workloads.eos``), the processors (``workloads.eos_processor``, separate OS
 processes that receive their configuration as JSON on the command line) and the stand-in
@@ -15,6 +16,47 @@ from typing import Any
 from common.errors import HarnessError
 from workloads import jsonconfig
 
+# The record contract (header names, value encoding) is part of the history format; it is
+# imported here so the workload's modules find everything they agree on in one place.
+from history.eos_records import (
+    H_GENERATION,
+    H_INSTANCE,
+    H_MEMBER_ID,
+    H_SRC_OFFSET,
+    H_SRC_PARTITION,
+    H_SRC_TOPIC,
+    H_TXN_ID,
+    H_TXN_SEQ,
+    OUTPUT_PREFIX,
+    input_of,
+    poison_value,
+    seed_value,
+    transform,
+)
+
+__all__ = [
+    "HOOK_ACTIONS",
+    "HOOK_POINTS",
+    "H_GENERATION",
+    "H_INSTANCE",
+    "H_MEMBER_ID",
+    "H_SRC_OFFSET",
+    "H_SRC_PARTITION",
+    "H_SRC_TOPIC",
+    "H_TXN_ID",
+    "H_TXN_SEQ",
+    "OUTPUT_PREFIX",
+    "TXN_ID_STRATEGIES",
+    "VARIANTS",
+    "EosOptions",
+    "Hook",
+    "ProcessorConfig",
+    "input_of",
+    "poison_value",
+    "seed_value",
+    "transform",
+]
+
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.
 VARIANTS = ("eos", "at-least-once", "offsets-outside-txn", "read-uncommitted", "no-rewind")
@@ -22,46 +64,6 @@ TXN_ID_STRATEGIES = ("unique", "static")
 #: Where a test-only hook may fire inside one unit of processing, in execution order.
 HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
 HOOK_ACTIONS = ("kill", "stop", "exit")
-
-#: Output record headers (names on the wire; values are UTF-8 text).
-H_SRC_TOPIC = "src-topic"
-H_SRC_PARTITION = "src-partition"
-H_SRC_OFFSET = "src-offset"
-H_INSTANCE = "instance"
-H_TXN_ID = "transactional-id"
-H_GENERATION = "generation"
-H_MEMBER_ID = "member-id"
-H_TXN_SEQ = "txn-seq"
-
-OUTPUT_PREFIX = "out-"
-
-
-def transform(value: str) -> str:
-    """The processing step: pure, so a checker can map every output back to its input."""
-    return OUTPUT_PREFIX + value
-
-
-def input_of(output: str) -> str | None:
-    """Inverse of :func:`transform`; ``None`` for a value no processor could have written.
-
-    Kafka's Java copier (the second client) copies values unchanged, so a bare seed value
-    maps to itself; a poison value (``x…``) never maps to an input.
-    """
-    if output.startswith(OUTPUT_PREFIX):
-        return output[len(OUTPUT_PREFIX) :]
-    if len(output) == 7 and output[0] == "v" and output[1:].isdigit():
-        return output
-    return None
-
-
-def seed_value(i: int) -> str:
-    """The i-th committed input value: unique, sortable, recognisable in a log dump."""
-    return f"v{i:06d}"
-
-
-def poison_value(i: int) -> str:
-    """The i-th value the seeder writes in a transaction it aborts: must never be processed."""
-    return f"x{i:06d}"
 
 
 @dataclass

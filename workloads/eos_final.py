@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
 from history import Recorder
-from workloads.eos_kafka import decode_headers
+from history.eos_records import decode_headers
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster

@@ -2,7 +2,8 @@
 
 Kept apart from the processor loop so they can be unit-tested without a cluster: decoding the
 consumer group metadata (generation and member id are what KIP-447 fences zombies on, so the
-history must carry them), turning client errors into JSON, and decoding record headers.
+history must carry them) and turning client errors into JSON. How record headers are stored
+in the history is the history format's: :func:`history.eos_records.decode_headers`.
 """
 
 from __future__ import annotations
@@ -81,14 +82,6 @@ def is_fenced(info: dict[str, Any]) -> bool:
         "INVALID_PRODUCER_EPOCH",
         "TRANSACTIONAL_ID_NOT_FOUND",
     }
-
-
-def decode_headers(headers: list[tuple[str, bytes | None]] | None) -> dict[str, str | None]:
-    """Record headers as JSON text (values are UTF-8 by the workload's own convention)."""
-    out: dict[str, str | None] = {}
-    for name, raw in headers or []:
-        out[name] = None if raw is None else raw.decode("utf-8", "replace")
-    return out
 
 
 def warn(text: str) -> None:

@@ -1,0 +1,331 @@
+"""Every anomaly type the checkers report: its name, what one count is, its example's shape.
+
+Why one module: each family of checks has two engines (Spark and the pure-Python reference)
+and a report that names what they found. When each of them listed the names and built the
+examples on its own, they drifted (the same fenced zombie write had its fencing op in a
+separate key in one engine and among ``ops`` in the other). Here each type is defined once;
+both engines build every example through :meth:`AnomalyType.example`, which refuses a field
+the definition does not name, and the report reads the descriptions from here.
+
+The prose definitions, with the rules for what counts, are in ``docs/anomalies.md``; each
+entry there names the :class:`AnomalyType` below.
+
+Public API::
+
+    lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
+    describe(name, checker=None) -> str             # one sentence for a reader
+    found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
+    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE          # the definitions, in report order
+    names(types) -> tuple[str, ...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+
+@dataclass(frozen=True)
+class AnomalyType:
+    """One anomaly type: who reports it, what is counted, what an example holds."""
+
+    name: str
+    #: The check reporting it: its key under a result's ``checkers`` (for the eos checks the
+    #: check is named after its one type; ``queue`` for the queue checker's whole result).
+    checker: str
+    #: One sentence a reader can take in at a glance (the report shows it).
+    summary: str
+    #: What one unit of the count is.
+    counts: str
+    #: Keys every example has, in the order they are shown.
+    example: tuple[str, ...] = ()
+    #: Keys only some examples have (one ``kind`` of the type, or a reason's extra detail).
+    optional: tuple[str, ...] = ()
+    #: Values of an example's ``kind`` when the type has several.
+    kinds: tuple[str, ...] = ()
+    #: Reported with examples but never a reason to call the run invalid.
+    allowed: bool = False
+
+    def example_of(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` in this type's example shape: declared order, nothing missing or extra.
+
+        A mismatch is a bug in the engine that built the example, so it raises ValueError
+        rather than letting two engines' examples quietly differ.
+        """
+        missing = [k for k in self.example if k not in fields]
+        extra = [k for k in fields if k not in self.example and k not in self.optional]
+        if missing or extra:
+            raise ValueError(f"{self.name} example: missing {missing}, unexpected {extra}")
+        if self.kinds and fields.get("kind") not in self.kinds:
+            raise ValueError(f"{self.name} example: kind {fields.get('kind')!r}")
+        order = self.example + self.optional
+        return {k: fields[k] for k in sorted(fields, key=order.index)}
+
+    def make(self, **fields: Any) -> dict[str, Any]:
+        """Keyword form of :meth:`example_of`."""
+        return self.example_of(fields)
+
+
+def names(types: Iterable[AnomalyType]) -> tuple[str, ...]:
+    return tuple(t.name for t in types)
+
+
+# ------------------------------------------------------------------------------------------
+# eos workload: one check per type (docs/anomalies.md, "eos workload")
+
+
+def _eos(name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any) -> AnomalyType:
+    """An eos type: its check has its name, and every example ends with the ``ops`` involved.
+
+    (A zombie write's ``reason`` is ``fenced``, its fencing op among the ``ops``, or
+    ``overtaken``, with ``newer``: see :func:`checkers.eos_results.zombie_write`.)
+    """
+    return AnomalyType(name, name, summary, counts, (*example, "ops"), **kw)
+
+
+LOST: Final = _eos(
+    "lost",
+    "an acknowledged seed the group committed past, with no committed output",
+    "acknowledged seeds",
+    ("values", "input", "committed_offset"),
+)
+DUPLICATE: Final = _eos(
+    "duplicate",
+    "an input with more than one committed output",
+    "inputs (identities) with two or more outputs",
+    ("values", "input", "copies", "records"),
+)
+ZOMBIE_WRITE: Final = _eos(
+    "zombie-write",
+    "a committed output of a fenced instance, or of a generation a newer one overtook",
+    "drained records",
+    ("values", "reason", "records"),
+    optional=("newer",),
+)
+ABORTED_READ: Final = _eos(
+    "aborted-read",
+    "a committed output of an aborted, open or poison input, or a poison input processed",
+    "drained records plus transactions",
+    ("values", "kind"),
+    optional=("records",),
+    kinds=("poison-output", "aborted-in-log", "open-in-log", "poison-input"),
+)
+TORN_TRANSACTION: Final = _eos(
+    "torn-transaction",
+    "a transaction partly visible, or committed with its offsets but none of its outputs",
+    "transactions",
+    ("values", "kind", "txn", "expected", "present", "missing"),
+    kinds=("partial", "ok-offsets-committed-outputs-absent"),
+)
+ORDER: Final = _eos(
+    "order",
+    "outputs of one input partition out of input order within an output partition",
+    "adjacent pairs whose source offset decreases",
+    ("values", "output_partition", "src_partition", "records"),
+)
+HANGING_TRANSACTION: Final = _eos(
+    "hanging-transaction",
+    "a transaction still open at the end (LSO below HWM, or listed by find-hanging)",
+    "partitions with lso < hwm plus find-hanging rows",
+    ("values", "kind"),
+    optional=("topic", "partition", "lso", "hwm", "broker", "row"),
+    kinds=("lso-below-hwm", "find-hanging"),
+)
+#: The eos safety checks, in report order.
+EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, TORN_TRANSACTION, ORDER,
+              HANGING_TRANSACTION)  # fmt: skip
+#: Liveness, reported under ``liveness`` and never part of ``valid``.
+EOS_PROGRESS: Final = AnomalyType(
+    "progress",
+    "progress",
+    "the run did not finish: drain incomplete, a read incomplete or seeds never consumed",
+    "unconsumed seeds + incomplete reads + (1 if the drain did not complete)",
+    ("values", "input", "committed_offset"),
+)
+
+
+# ------------------------------------------------------------------------------------------
+# Broker log evidence (docs/anomalies.md, "Broker log evidence")
+
+#: Every log-evidence example: the finding's place, its nodes, a sentence and the records.
+_LOG = ("type", "kind", "topic", "partition", "offset", "nodes", "reason", "records")
+_LOG_OPT = ("records_omitted",)
+_PID = ("producerId",)
+
+
+def _log(name: str, checker: str, summary: str, fields: tuple[str, ...], **kw: Any) -> AnomalyType:
+    opt = tuple(kw.pop("optional", ())) + _LOG_OPT
+    counts = kw.pop("counts", "cases (one however many replicas show it)")
+    return AnomalyType(name, checker, summary, counts, _LOG + fields, optional=opt, **kw)
+
+
+_REGRESSION = (*_PID, "epoch", "prior_epoch", "prior_offset")
+_MARKER_PAIR = (*_PID, "epoch", "outcome", "prior_outcome", "prior_offset")
+_OPEN = (*_PID, "epoch", "first_offset", "last_offset", "data_records", "reason_code")
+_OPEN_OPT = ("later_epoch", "coordinator")
+_DIVERGED = ("variants", "min_log_end", "leader_epochs")
+
+LOG_EVIDENCE: Final = (
+    _log(
+        "data-epoch-regression",
+        "epoch_violation",
+        "a data record below its producer's prior epoch: a fenced (zombie) write the broker took",
+        _REGRESSION,
+    ),
+    _log(
+        "marker-epoch-regression",
+        "epoch_violation",
+        "a marker below its producer's prior epoch",
+        (*_REGRESSION, "outcome"),
+    ),
+    _log(
+        "marker-below-data",
+        "epoch_violation",
+        "a marker below the highest epoch of the transaction it ends",
+        (*_PID, "epoch", "outcome", "data_epoch", "data_offset"),
+    ),
+    _log(
+        "epoch-bump-in-open-transaction",
+        "epoch_violation",
+        "data at a higher epoch while the producer's transaction had no marker",
+        (*_PID, "epoch", "prior_epoch", "first_offset"),
+    ),
+    _log(
+        "marker-not-bumped",
+        "epoch_violation",
+        "TV2: a marker at the data's epoch (TV2 markers carry a bumped epoch)",
+        (*_PID, "epoch", "outcome", "first_offset"),
+    ),
+    _log(
+        "txn-epoch-reuse",
+        "epoch_violation",
+        "TV2: a transaction reusing the epoch of the producer's previous, ended transaction",
+        (*_PID, "epoch", "prior_first_offset", "prior_marker_offset"),
+    ),
+    _log(
+        "conflicting-markers",
+        "epoch_violation",
+        "TV2: an empty marker with the previous marker's epoch and the other outcome",
+        _MARKER_PAIR,
+    ),
+    _log(
+        "duplicate-marker",
+        "epoch_violation",
+        "TV2: an empty marker repeating the previous marker (a retried marker write)",
+        _MARKER_PAIR,
+        allowed=True,
+    ),
+    _log(
+        "replica-divergence",
+        "replica_divergence",
+        "replicas holding different records at an offset below every replica's log end",
+        _DIVERGED,
+    ),
+    _log(
+        "unreconciled-replica",
+        "replica_divergence",
+        "a stale replica that never fetched from the newer leader disagrees",
+        _DIVERGED,
+        allowed=True,
+    ),
+    _log(
+        "hanging-transaction",
+        "hanging_in_log",
+        "an open transaction in the log that can no longer be ended",
+        _OPEN,
+        optional=_OPEN_OPT,
+    ),
+    _log(
+        "open-transaction",
+        "hanging_in_log",
+        "an open transaction in the log that may have been in flight at the end",
+        _OPEN,
+        optional=_OPEN_OPT,
+        allowed=True,
+    ),
+)
+#: The log-evidence checks, in report order.
+LOG_CHECKERS: Final = ("epoch_violation", "replica_divergence", "hanging_in_log")
+
+
+def log_types(checker: str) -> tuple[str, ...]:
+    """The anomaly types one log-evidence checker reports, in definition order."""
+    return tuple(t.name for t in LOG_EVIDENCE if t.checker == checker)
+
+
+# ------------------------------------------------------------------------------------------
+# queue workload (docs/anomalies.md, "queue workload"); allowed types depend on the options
+# (checkers.queue.allowed_anomaly_types), and examples carry the ops of each case.
+
+
+def _queue(name: str, summary: str, counts: str = "cases") -> AnomalyType:
+    return AnomalyType(name, "queue", summary, counts)
+
+
+QUEUE: Final = (
+    _queue("G0", "a cycle of write-write dependencies", "strongly connected ww pieces"),
+    _queue("G1a", "an ok read of a value a failed send wrote (aborted read)"),
+    _queue("G1c", "a dependency cycle with a write-read edge", "strongly connected components"),
+    _queue("duplicate", "one value at more than one offset of a key"),
+    _queue("empty-transaction-graph", "no read saw another operation's write"),
+    _queue("inconsistent-offsets", "different values claimed at the same offset of a key"),
+    _queue("int-nonmonotonic-poll", "inside one poll, a key's next record is not after the last"),
+    _queue("int-nonmonotonic-send", "inside one send, a key's next send landed not after the last"),
+    _queue("int-poll-skip", "inside one poll, two records of a key more than one index apart"),
+    _queue("int-send-skip", "inside one send, two sends to a key more than one index apart"),
+    _queue("lost-write", "a committed value below what readers saw that no reader returned"),
+    _queue("nonmonotonic-poll", "a poll starts at or before where the last ok poll ended"),
+    _queue("nonmonotonic-send", "a send's first value lands at or before the previous send's"),
+    _queue("poll-skip", "a poll starts more than one index after where the last ok poll ended"),
+    _queue("precommitted-read", "an operation read its own write before committing"),
+    _queue("unseen", "an acknowledged value no read returned by the end", "values"),
+)
+
+
+# ------------------------------------------------------------------------------------------
+
+_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE)
+_BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
+
+
+def lookup(checker: str, name: str) -> AnomalyType | None:
+    """The type ``name`` as reported by ``checker`` (``None`` if no such type).
+
+    Names are unique per checker, not overall: the eos check and the log evidence both have
+    a ``hanging-transaction``, and both the eos and queue workloads a ``duplicate``.
+    """
+    return _BY_KEY.get((checker, name))
+
+
+def describe(name: str, checker: str | None = None) -> str:
+    """One sentence for the anomaly type ``name`` (of ``checker`` if given); "" if unknown.
+
+    Without a checker, the first definition of that name wins, in the order eos, log
+    evidence, queue.
+    """
+    if checker is not None:
+        t = lookup(checker, name)
+        return t.summary if t is not None else ""
+    return next((t.summary for t in _ALL if t.name == name), "")
+
+
+def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(checker, type, count)`` for every type a result reports with a count above zero.
+
+    Takes any result: one checker's (the queue checker's, with ``checker`` and
+    ``anomalies``), a family's or the run's (``checkers``: each either an ``anomalies`` map
+    or, for an eos check, its own ``count``), so a reader need not know which shape it holds.
+    """
+    checkers = result.get("checkers")
+    if not isinstance(checkers, dict):
+        checkers = {str(result.get("checker", "")): result}
+    out = []
+    for checker, r in checkers.items():
+        if not isinstance(r, dict):
+            continue
+        counts = r.get("anomalies")
+        if not isinstance(counts, dict):
+            counts = {checker: r.get("count")} if r.get("valid") is False else {}
+        out += [(checker, t, n) for t, n in counts.items() if isinstance(n, int) and n > 0]
+    return sorted(out)

@@ -1,0 +1,252 @@
+"""What an eos check returns, built the same way by both engines.
+
+Why one module: the Spark engine (:mod:`checkers.eos_checks`, :mod:`checkers.eos_rules`) and
+the reference (:mod:`checkers.eos_pyref`) find cases differently, but a case becomes an
+example here, a check's result here, a failed check's "unknown" here, and the run's verdict
+here. So the tests can demand that both engines' whole results are equal, examples included.
+The example shapes are :mod:`checkers.anomalies`' (one :class:`AnomalyType` per check).
+
+An engine builds each example as ``(fields, op indices)`` with the builders below, in the
+check's order (the order and limit are part of each check's definition, documented per
+builder); :func:`check_result` then fetches the ops once for all examples and fills ``ops``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from checkers.anomalies import EOS, EOS_PROGRESS, names
+from history.logdump import CheckerInputError
+
+Op = dict[str, Any]
+#: An example before its ops are attached: its fields, and the history indices of its ops.
+Example = tuple[dict[str, Any], list[int]]
+
+#: The safety checks, in report order; ``progress`` (liveness) is reported apart.
+SAFETY_CHECKS: tuple[str, ...] = names(EOS)
+_TYPES = {t.name: t for t in EOS}
+
+#: A drained record: a Spark Row, or the reference's record, indexable by column name.
+Row = Any
+#: A drained record's fields shown in examples, in this order.
+RECORD_COLS = ("topic", "partition", "offset", "key", "value", "headers")
+
+
+def record(r: Row) -> dict[str, Any]:
+    """A drained record (a mapping, or anything indexable by column name) as examples show it."""
+    return {k: r[k] for k in RECORD_COLS}
+
+
+def _position_key(ident: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in ident.split("/"))
+
+
+def ident_order(ident: str) -> tuple[int, int, str]:
+    """The order of input identities: known positions ``"p/o"`` first, then ``"v:<value>"``."""
+    if ident.startswith("v:"):
+        return (1 << 62, 0, ident)
+    p, o = _position_key(ident)
+    return (p, o, "")
+
+
+# ------------------------------------------------------------------------------------------
+# One builder per anomaly type. Each documents the order its check lists examples in.
+
+
+def lost(value: str, src_p: int, src_o: int, committed: int | None, idx: list[int]) -> Example:
+    """By (input partition, offset, send op index). Ops: the seed's send, the offsets op."""
+    return {"values": [value], "input": [src_p, src_o], "committed_offset": committed}, idx
+
+
+def duplicate(ident: str, copies: list[Row], idx: list[int]) -> Example:
+    """By :func:`ident_order`. ``copies``: the drained records with their ``in_value``, in any
+    order (shown by output position). Ops: every copy's transaction (invoke, completion)."""
+    rs = sorted(copies, key=lambda r: (r["partition"], r["offset"]))
+    ex = {
+        "values": [rs[0]["in_value"]],
+        "input": ident,
+        "copies": len(rs),
+        "records": [record(r) for r in rs],
+    }
+    return ex, idx
+
+
+def zombie_write(
+    in_value: str | None,
+    rec: Row,
+    idx: list[int],
+    *,
+    fence_index: int | None = None,
+    newer: tuple[int, int, int] | None = None,
+) -> Example:
+    """By output (partition, offset). Fenced (``fence_index``: the fencing op, shown among the
+    ops) wins over overtaken (``newer``: generation, instance, smallest source offset)."""
+    ex: dict[str, Any] = {"values": [in_value], "records": [record(rec)]}
+    if fence_index is not None:
+        ex["reason"] = "fenced"
+        return ex, [*idx, fence_index]
+    if newer is None:
+        raise ValueError("a zombie write is fenced or overtaken")
+    g, i, m = newer
+    ex["reason"] = "overtaken"
+    ex["newer"] = {"generation": g, "instance": i, "min_src_offset": m}
+    return ex, idx
+
+
+def aborted_read(values: list[str | None], kind: str, rec: Row | None, idx: list[int]) -> Example:
+    """Drained records by output (partition, offset), then poison inputs by transaction
+    (instance, seq); a poison input's ``values`` are its poison values in input order."""
+    ex: dict[str, Any] = {"values": list(values), "kind": kind}
+    if rec is not None:
+        ex["records"] = [record(rec)]
+    return ex, idx
+
+
+def torn_transaction(
+    txn: tuple[int, int],
+    kind: str,
+    inputs: Iterable[tuple[Any, Any, str]],
+    have: set[str],
+    idx: list[int],
+) -> Example:
+    """By (instance, seq). ``inputs``: the invoke's ``[p, o, value]``; ``have``: identities of
+    that transaction's drained records. Values by input position, each position once."""
+    items: dict[str, str] = {}
+    for p, o, v in inputs:
+        items.setdefault(f"{int(p)}/{int(o)}", v)
+    order = sorted(items, key=_position_key)
+    ex = {
+        "values": [items[i] for i in order],
+        "kind": kind,
+        "txn": list(txn),
+        "expected": len(order),
+        "present": sum(1 for i in order if i in have),
+        "missing": [i for i in order if i not in have],
+    }
+    return ex, idx
+
+
+def order(output_partition: int, src_partition: int, prev: Row, cur: Row) -> Example:
+    """By output (partition, offset) of the later record; no ops (records say it all)."""
+    ex = {
+        "values": [prev["in_value"], cur["in_value"]],
+        "output_partition": output_partition,
+        "src_partition": src_partition,
+        "records": [record(prev), record(cur)],
+    }
+    return ex, []
+
+
+def lso_below_hwm(topic: str, partition: int, lso: int, hwm: int, index: int) -> Example:
+    """Hanging transactions by (op index, position in the op). Ops: the watermarks op."""
+    ex = {"values": [], "kind": "lso-below-hwm", "topic": topic, "partition": partition}
+    return ex | {"lso": lso, "hwm": hwm}, [index]
+
+
+def find_hanging_row(broker: int | None, row: dict[str, Any], index: int) -> Example:
+    """Like :func:`lso_below_hwm`; ops: the find-hanging op."""
+    return {"values": [], "kind": "find-hanging", "broker": broker, "row": row}, [index]
+
+
+# ------------------------------------------------------------------------------------------
+# Results
+
+
+def check_result(
+    name: str, count: int, made: list[Example], ops_of: Callable[[list[int]], dict[int, Op]]
+) -> dict[str, Any]:
+    """A safety check's result: the verdict, the count, the examples with their ops.
+
+    ``ops_of`` maps history indices to the full ops (called once, for every example).
+    """
+    t = _TYPES[name]
+    ops = ops_of(sorted({i for _ex, idx in made for i in idx}))
+    examples = [
+        t.example_of(ex | {"ops": [ops[i] for i in sorted(set(idx)) if i in ops]})
+        for ex, idx in made
+    ]
+    return {"valid": count == 0, "count": count, "examples": examples}
+
+
+def progress_result(
+    drain_type: str | None,
+    unread: list[int],
+    unconsumed: int,
+    first: list[tuple[str, int, int, int | None]],
+) -> dict[str, Any]:
+    """Liveness: ``first`` are the first unconsumed seeds ``(value, p, o, committed)`` by
+    (input partition, offset, send op index)."""
+    ok = drain_type == "ok" and not unread and unconsumed == 0
+    return {
+        "valid": ok,
+        "drain": drain_type,
+        "incomplete_reads": unread,
+        "unconsumed": unconsumed,
+        "count": unconsumed + len(unread) + (0 if drain_type == "ok" else 1),
+        "examples": [
+            EOS_PROGRESS.make(values=[v], input=[p, o], committed_offset=c) for v, p, o, c in first
+        ],
+    }
+
+
+def unknown(error: str) -> dict[str, Any]:
+    """The one shape of a check that could not run: never valid, no count, the error."""
+    return {"valid": "unknown", "count": 0, "examples": [], "error": error}
+
+
+def error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def combine_eos(results: dict[str, dict[str, Any]], liveness: dict[str, Any]) -> dict[str, Any]:
+    """Safety verdict: false if any check failed, unknown if any could not run, else true."""
+    valids = [r.get("valid") for r in results.values()]
+    valid: bool | str = False if False in valids else ("unknown" if "unknown" in valids else True)
+    anomalies = {k: int(r.get("count", 0)) for k, r in results.items() if r.get("valid") is False}
+    return {"valid": valid, "anomalies": anomalies, "checkers": results, "liveness": liveness}
+
+
+def all_unknown(error: str) -> dict[str, Any]:
+    """The verdict when no check could run at all (every check and liveness unknown)."""
+    return combine_eos({k: unknown(error) for k in SAFETY_CHECKS}, unknown(error))
+
+
+def run_checks(
+    checks: Mapping[str, Callable[[], dict[str, Any]]],
+    progress: Callable[[], dict[str, Any]],
+    describe: Callable[[BaseException], str] = error_text,
+) -> dict[str, Any]:
+    """Run every check and the liveness check, each guarded the same way.
+
+    Unusable input (:class:`CheckerInputError`) is raised; any other exception makes that
+    one check :func:`unknown` (never valid) and leaves the others to run.
+    """
+    results: dict[str, dict[str, Any]] = {}
+    for name in SAFETY_CHECKS:
+        results[name] = _guarded(checks[name], describe)
+    return combine_eos(results, _guarded(progress, describe))
+
+
+def _guarded(fn: Callable[[], dict[str, Any]], describe: Callable[[BaseException], str]) -> dict:
+    try:
+        return fn()
+    except CheckerInputError:
+        raise
+    except Exception as e:
+        return unknown(describe(e))
+
+
+__all__ = [
+    "RECORD_COLS",
+    "SAFETY_CHECKS",
+    "Example",
+    "all_unknown",
+    "check_result",
+    "combine_eos",
+    "ident_order",
+    "progress_result",
+    "record",
+    "run_checks",
+    "unknown",
+]
