@@ -9,6 +9,7 @@ transform cannot drift between the writer of a record and its reader.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -273,3 +274,20 @@ class EosOptions:
         out["output_topic"] = self.output_topic
         out["group_id"] = self.group_id
         return out
+
+    def name_parts(self) -> list[str]:
+        """The test name says which broken variant and which client, when not the defaults."""
+        return [p for p, usual in ((self.variant, "eos"), (self.client, "python")) if p != usual]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> EosOptions:
+        """The inverse of :meth:`to_dict` (its derived names are skipped); an unknown key is
+        an error, so a misspelt option never silently keeps its default."""
+        derived = ("input_topic", "output_topic", "group_id")
+        data = {k: v for k, v in raw.items() if k not in derived}
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise HarnessError(f"unknown eos option(s): {', '.join(unknown)}")
+        hooks = data.pop("hooks", None) or {}
+        parsed = {int(k): h if isinstance(h, Hook) else Hook(**h) for k, h in hooks.items()}
+        return cls(**data, hooks=parsed)
