@@ -197,3 +197,28 @@ def test_queue_reproduce_command_has_queue_flags_only(tmp_path: Path) -> None:
     parsed = options_from_args(build_parser().parse_args(argv))
     assert (parsed.workload_options.sub_via, parsed.workload_options.clients) == ("subscribe", 2)
     assert parsed.workload_options.txn is False and parsed.test_name == "queue-notxn-subscribe"
+
+
+def test_queue_figures_count_each_value_once() -> None:
+    """Consumers share keys and the final reader reads everything again: the throughput
+    figure counts a value at its first poll, so the backlog (sent - polled) ends at 0."""
+    from workloads.queue import SPEC
+
+    ops = [
+        {"process": 0, "type": "ok", "f": "send", "value": [["send", 1, [0, 10]]]},
+        {"process": 1, "type": "ok", "f": "txn", "value": [["send", 2, [0, 11]]]},
+        {"process": 0, "type": "ok", "f": "poll", "value": [["poll", {"1": [[0, 10]]}]]},
+        {"process": 2, "type": "ok", "f": "poll", "value": [["poll", {"1": [[0, 10]]}]]},
+        {
+            "process": 9,
+            "type": "ok",
+            "f": "poll",
+            "value": [["poll", {"1": [[0, 10]], "2": [[0, 11]]}]],
+        },
+        {"process": "supervisor", "type": "ok", "f": "spawn", "value": {"pid": 1}},
+    ]
+    polled, sent = SPEC.figures.throughput(), SPEC.figures.fed()
+    assert [polled(o) for o in ops] == [None, 0, 1, 0, 1, None]
+    assert [sent(o) for o in ops] == [1, 1, None, None, None, None]
+    # A fresh counter per report: nothing remembered from the last one.
+    assert SPEC.figures.throughput()(ops[2]) == 1

@@ -62,21 +62,30 @@ class Option:
         return [] if value is None else [self.flag, str(value)]
 
 
+#: Records one ``ok`` op counts for a figure (None: the op does not count), called on the
+#: history's ops in order.
+OpCount = Callable[[Mapping[str, Any]], "int | None"]
+
+
 def _no_count(op: Mapping[str, Any]) -> int | None:
     return None
+
+
+def _counts_nothing() -> OpCount:
+    return _no_count
 
 
 @dataclass(frozen=True)
 class Figures:
     """What the report's throughput, latency and backlog figures count for this workload.
 
-    ``throughput(op)`` / ``fed(op)``: records an ``ok`` op made visible / fed into the system
-    (None: the op does not count). ``latency_fs``: ops whose invoke-to-completion time is
-    plotted.
+    ``throughput()`` / ``fed()`` give a fresh :data:`OpCount` per report (it may remember
+    what it saw, to count each record once): records an op made visible / fed into the
+    system. ``latency_fs``: ops whose invoke-to-completion time is plotted.
     """
 
-    throughput: Callable[[Mapping[str, Any]], int | None] = _no_count
-    fed: Callable[[Mapping[str, Any]], int | None] = _no_count
+    throughput: Callable[[], OpCount] = _counts_nothing
+    fed: Callable[[], OpCount] = _counts_nothing
     latency_fs: tuple[str, ...] = ()
     throughput_label: str = "records/s"
     latency_label: str = "op latency (s)"

@@ -123,6 +123,7 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         read_json_dict(run_dir / "schedule.json"),
     )
     data.figures = figures = figures_of(data.config)
+    visible, fed = figures.throughput(), figures.fed()
     history = run_dir / "history.jsonl"
     if not history.exists():
         return data
@@ -160,9 +161,9 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
                 open_faults[fault.kind].append(fault)
             elif f == "stop" and open_faults.get(value.get("kind", "")):
                 open_faults[value["kind"]].pop(0).end = t
-        if kind == "ok" and (n := figures.throughput(op)) is not None:
+        if kind == "ok" and (n := visible(op)) is not None:
             data.committed.append((t, n))
-        if kind == "ok" and (n := figures.fed(op)) is not None:
+        if kind == "ok" and (n := fed(op)) is not None:
             data.seeded.append((t, n))
         if f == "rebalance" and kind == "ok":
             value = op.get("value") or {}
