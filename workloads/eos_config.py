@@ -1,8 +1,8 @@
 """What the eos workload's pieces agree on: options, names, record shapes, the transform.
 
 The supervisor (``workloads.eos``), the processors (``workloads.eos_processor``, separate OS
-processes that receive their configuration as JSON on the command line) and the stand-in
-summary in ``harness.run.runner`` all read these definitions, so a header name or the value
+processes that receive their configuration as JSON on the command line) and the drain tally
+in ``harness.run.drivers.eos`` all read these definitions, so a header name or the value
 transform cannot drift between the writer of a record and its reader.
 """
 

@@ -214,7 +214,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from harness.run.workloads import add_workload_arguments
     from harness.substrate.backends import add_backend_argument
 
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seeding time")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds of load")
     p.add_argument("--seed", type=int, default=None, help="RNG seed (default: random)")
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     p.add_argument("--transaction-version", type=int, choices=[0, 2], default=None)

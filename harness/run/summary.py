@@ -22,7 +22,7 @@ def summary_table(verdict: dict[str, Any]) -> Table:
     table.add_column("verdict")
     table.add_column("anomalies")
     checkers = verdict.get("checkers") or {}
-    if not checkers:  # the queue checker reports one verdict for the whole history
+    if not checkers:  # results.json of a queue run stored before the checker suites
         checkers = {"queue": verdict}
     for name, res in checkers.items():
         counts = res.get("anomalies")
