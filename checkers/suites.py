@@ -33,8 +33,10 @@ class RunContext:
 
     @property
     def workload_options(self) -> dict[str, Any]:
+        """The run's workload options (a queue run stored before the registry kept them
+        under ``queue``)."""
         config = self.config or {}
-        return dict(config.get("workload_options") or {})
+        return dict(config.get("workload_options") or config.get("queue") or {})
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,12 @@ class RunDirCheck:
 
 def _has_history(run_dir: Path) -> bool:
     return (run_dir / "history.jsonl").is_file()
+
+
+def _queue_history(run_dir: Path) -> Path:
+    """``history.jsonl``; a queue run stored before the registry merged it into ``queue/``."""
+    legacy = run_dir / "queue" / "history.jsonl"
+    return legacy if legacy.is_file() and not _has_history(run_dir) else run_dir / "history.jsonl"
 
 
 def _evidence_run(ctx: RunContext) -> dict[str, Any]:
@@ -83,7 +91,7 @@ def _queue_run(ctx: RunContext) -> dict[str, Any]:
 
     sub_via = ctx.workload_options.get("sub_via", "assign")
     try:
-        ops = load_queue_history(str(ctx.run_dir / "history.jsonl"))
+        ops = load_queue_history(str(_queue_history(ctx.run_dir)))
         result = check_queue(ops, sub_via=sub_via, max_examples=ctx.max_examples)
     except HistoryInputError as e:
         raise CheckerInputError(str(e)) from None
@@ -98,7 +106,7 @@ EVIDENCE = RunDirCheck(
 #: EXTENSION POINT: the history suites a workload may name in ``checker_suites``.
 SUITES: dict[str, RunDirCheck] = {
     "eos": RunDirCheck("eos", _has_history, _eos_run),
-    "queue": RunDirCheck("queue", _has_history, _queue_run, spark=False),
+    "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
 }
 
 

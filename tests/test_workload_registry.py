@@ -222,3 +222,27 @@ def test_queue_figures_count_each_value_once() -> None:
     assert [sent(o) for o in ops] == [1, 1, None, None, None, None]
     # A fresh counter per report: nothing remembered from the last one.
     assert SPEC.figures.throughput()(ops[2]) == 1
+
+
+def test_a_queue_run_stored_before_the_registry_is_read_and_rechecked(tmp_path: Path) -> None:
+    """The old queue orchestrator kept its history in ``queue/``, its options beside the run's
+    and no resolved version: the checkers, the report and the index still read such a run."""
+    from checkers.cli import main
+    from harness.report.serve import find_runs
+
+    run_dir = tmp_path / "store" / "queue-txn-assign" / "20261122T010000"
+    (run_dir / "queue").mkdir(parents=True)
+    shutil.copy(DATA / "clean_assign.json", run_dir / "queue" / "history.jsonl")
+    config = {
+        "options": {"workload": "queue", "kafka_version": "4.3.1", "seed": 3, "time_limit": 20},
+        "queue": {"clients": 3, "sub_via": "assign", "txn": True, "time_limit": 20, "seed": 3},
+        "run_id": "old",
+    }
+    (run_dir / "config.json").write_text(json.dumps(config))
+    assert main([str(run_dir)]) == 0
+    results = json.loads((run_dir / "results.json").read_text())
+    assert list(results["checkers"]) == ["queue"]
+    (row,) = find_runs(tmp_path / "store")
+    assert (row.kafka_version, row.verdict) == ("4.3.1", "valid")
+    repro = repro_command(load_run(run_dir))
+    assert "--workload queue --sub-via assign --processors 3" in repro and "--variant" not in repro

@@ -17,10 +17,11 @@ MAX_EXAMPLES = 5
 
 
 def workload_options(config: dict[str, Any]) -> dict[str, Any]:
-    """The workload's options as ``config.json`` holds them (``eos`` in runs stored before
-    the workload registry)."""
+    """The workload's options as ``config.json`` holds them (under the workload's name in
+    runs stored before the workload registry: ``eos`` in the options, ``queue`` beside)."""
     opts = config.get("options", config)
-    return dict(opts.get("workload_options") or opts.get("eos") or {})
+    name = str(opts.get("workload", "eos"))
+    return dict(opts.get("workload_options") or config.get(name) or opts.get(name) or {})
 
 
 def repro_command(data: RunData) -> str:

@@ -90,7 +90,10 @@ def read_run(store: Path, run_dir: Path) -> RunRow:
         name=str(config.get("test_name") or run_dir.parent.name),
         time=str(when),
         kafka_version=str(
-            config.get("kafka_version_resolved") or config.get("kafka_version") or "?"
+            config.get("kafka_version_resolved")
+            or config.get("kafka_version")
+            or (config.get("options") or {}).get("kafka_version")  # a queue run before the
+            or "?"  # workload registry kept its options under "options"
         ),
         verdict=verdict,
         verdict_text=text,
