@@ -48,6 +48,7 @@ class Option:
     choices: tuple[Any, ...] | None = None
     #: ``store_true`` / ``store_false`` for a switch (``--no-txn`` sets ``txn`` False).
     action: str | None = None
+    metavar: str | None = None
 
     @property
     def dest(self) -> str:

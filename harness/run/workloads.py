@@ -94,6 +94,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
             kwargs["action"] = o.action
         else:
             kwargs["type"] = o.type
+            kwargs["metavar"] = o.metavar
             if o.choices:
                 kwargs["choices"] = o.choices
         p.add_argument(o.flag, **kwargs)
