@@ -5,9 +5,10 @@ line on stderr, never as a traceback, so scripts and CI logs can show it verbati
 
 A bare directory argument (``python -m checkers RUN_DIR [--spark-master URL]
 [--transaction-version 0|1|2] [--max-examples N]``) is routed to :func:`check_run_dir`, the
-entry point for stored runs: it runs every check in :data:`RUN_DIR_CHECKS` that applies to the
-directory, prints ``{"valid", "anomalies", "checkers": {...}}``, writes it to
-``RUN_DIR/results.json`` and exits 0 valid / 1 invalid / 2 unusable input or unknown verdict.
+entry point for stored runs: it runs the checker suites the run's ``config.json`` names
+(``checkers.suites``: eos, queue, ...) and the broker-log evidence checks, prints
+``{"valid", "anomalies", "checkers": {...}}``, writes it to ``RUN_DIR/results.json`` and exits
+0 valid / 1 invalid / 2 unusable input or unknown verdict.
 New subcommands are added in :func:`build_parser`.
 """
 
@@ -18,8 +19,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse tree; add a subparser here for each new checker."""
     parser = _OneLineParser(
         prog="python -m checkers",
-        description="Check stored histories. A bare RUN_DIR argument checks a stored eos run.",
+        description="Check stored histories. A bare RUN_DIR argument checks a stored run.",
     )
     sub = parser.add_subparsers(
         dest="command", metavar="{queue} | RUN_DIR", parser_class=_OneLineParser
@@ -94,72 +94,6 @@ def _run_queue(args: argparse.Namespace) -> int:
     json.dump(result, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
     return EXIT_VALID if result["valid"] else EXIT_INVALID
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What a run-directory check gets: the directory and the command-line options."""
-
-    run_dir: Path
-    spark_master: str | None = None
-    transaction_version: int | None = None
-    max_examples: int = 8
-
-
-@dataclass(frozen=True)
-class RunDirCheck:
-    """One family of checks on a run directory.
-
-    ``applies(run_dir)`` says whether the directory has its input; ``run(ctx)`` returns a
-    partial verdict ``{"checkers": {name: result, ...}}`` (optionally ``stats``,
-    ``input_notes``, or ``valid: "unknown"`` with ``error``) and raises
-    ``history.logdump.CheckerInputError`` for unusable input. Checks that use Spark share one
-    session: the first to ask starts it, and :func:`check_run_dir` stops it at the end.
-    """
-
-    name: str
-    applies: Callable[[Path], bool]
-    run: Callable[[RunContext], dict[str, Any]]
-
-
-def _evidence_applies(run_dir: Path) -> bool:
-    return (run_dir / "evidence" / "logdump.jsonl").is_file()
-
-
-def _evidence_run(ctx: RunContext) -> dict[str, Any]:
-    from checkers.log_evidence import check_evidence
-
-    return check_evidence(
-        ctx.run_dir,
-        ctx.spark_master,
-        transaction_version=ctx.transaction_version,
-        max_examples=ctx.max_examples,
-    )
-
-
-#: EXTENSION POINT: every check ``python -m checkers RUN_DIR`` runs, in order. The eos
-#: history checks (reading ``history.jsonl`` via ``checkers.load.load_history`` and joining
-#: ``checkers.log_evidence.aborted_in_log``) are to be appended here as another RunDirCheck.
-def _eos_applies(run_dir: Path) -> bool:
-    if not (run_dir / "history.jsonl").is_file():
-        return False
-    try:
-        config = json.loads((run_dir / "config.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return True
-    return config.get("workload", (config.get("options") or {}).get("workload")) in (None, "eos")
-
-
-def _eos_run(ctx: RunContext) -> dict[str, Any]:
-    from checkers.eos_checks import check_eos
-
-    return check_eos(ctx.run_dir, max_examples=ctx.max_examples)
-
-
-RUN_DIR_CHECKS: list[RunDirCheck] = [
-    RunDirCheck("log_evidence", _evidence_applies, _evidence_run),
-    RunDirCheck("eos", _eos_applies, _eos_run),
-]
 
 
 def _merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -244,19 +178,23 @@ def judge_run_dir(
     started here is stopped before returning. Raises :class:`RunDirUnusable` when there is
     nothing to check or the input is unusable (``results.json`` then says so).
     """
+    from checkers.suites import RunContext, checks_for, read_config
     from history.logdump import CheckerInputError
 
     run_dir = Path(path)
-    checks = [c for c in RUN_DIR_CHECKS if c.applies(run_dir)]
+    config = read_config(run_dir)
+    try:
+        checks = checks_for(run_dir, config)
+    except CheckerInputError as e:
+        raise RunDirUnusable(str(e)) from e
     if not checks:
         raise RunDirUnusable(
-            f"nothing to check in {run_dir}: no history.jsonl of an eos run and "
-            "no evidence/logdump.jsonl"
+            f"nothing to check in {run_dir}: no history.jsonl and no evidence/logdump.jsonl"
         )
-    ctx = RunContext(run_dir, spark_master, transaction_version, max_examples)
+    ctx = RunContext(run_dir, spark_master, transaction_version, max_examples, config)
     parts: dict[str, dict[str, Any]] = {}
     started_spark = False
-    if _spark_running() is False:
+    if any(c.spark for c in checks) and _spark_running() is False:
         # One session for every check of this run, stopped (JVM included) at the end.
         from checkers.log_rules import unknown_result
         from checkers.spark import spark_error, start_spark
@@ -266,8 +204,8 @@ def judge_run_dir(
             started_spark = True
         except Exception as e:
             err = str(spark_error(e))
-            parts = {c.name: unknown_result(err) for c in checks}
-            checks = []
+            parts = {c.name: unknown_result(err) for c in checks if c.spark}
+            checks = [c for c in checks if not c.spark]
     try:
         for check in checks:
             parts[check.name] = check.run(ctx)

@@ -8,7 +8,9 @@ side without collisions. Another project can depend on this package and use the 
 * ``nemesis``: a factory of seeded fault schedules run against the worker's cluster;
 * ``history``: a per-test history directory with recorders and a merged loader;
 * ``spark``: one embedded Spark session per worker for the checkers;
-* ``run_report``: links a test to its run's HTML report in JUnit XML and pytest-html.
+* ``run_report``: links a test to its run's HTML report in JUnit XML and pytest-html;
+* ``scenario``: runs any registered workload (``harness.run.workloads``) on the worker's
+  cluster under a seeded schedule and returns the checkers' verdict, the run and its report.
 
 Options: ``--kafka-version``, ``--nodes``, ``--store``, ``--time-limit``, ``--seed``,
 ``--nemesis`` (defaults for the scenarios, which may scale them).
@@ -193,6 +195,68 @@ def run_report(request: pytest.FixtureRequest, record_property: Any) -> Callable
 
 
 _REPORT_KEY = pytest.StashKey[str]()
+
+
+@pytest.fixture
+def scenario(
+    request: pytest.FixtureRequest, kafka_cluster: Any, harness_store: Path
+) -> Callable[..., tuple[dict[str, Any], Any, Path]]:
+    """``scenario("queue", "name", nemesis="pause", time_limit=20, txn=False)``: one run of a
+    registered workload on the worker's cluster, with names of its own (the workload's
+    ``isolate``), judged by the checkers; returns ``(verdict, RunResult, report.html)``.
+
+    ``--time-limit`` and ``--seed`` override the scenario's own values; ``--nemesis`` the
+    faults of a scenario that ``correct`` (a workload expected to come out valid), so the
+    same suite can run longer or under other faults.
+    """
+    import uuid
+
+    from harness.report import write_report
+    from harness.run.nemesis import ScheduledNemesis
+    from harness.run.options import RunOptions
+    from harness.run.runner import execute
+    from harness.run.verdict import judge
+    from harness.run.workloads import get
+
+    def run(
+        workload: str,
+        name: str,
+        *,
+        nemesis: str = "none",
+        time_limit: float = 30.0,
+        interval: float = 4.0,
+        duration: float = 6.0,
+        correct: bool = True,
+        **workload_options: Any,
+    ) -> tuple[dict[str, Any], Any, Path]:
+        config = request.config
+        time_limit = config.getoption("--time-limit") or time_limit
+        seed = config.getoption("--seed")
+        seed = 1 if seed is None else seed
+        if nemesis != "none" and correct:
+            nemesis = config.getoption("--nemesis") or nemesis
+        tag = f"{name}-{uuid.uuid4().hex[:6]}"
+        spec = get(workload).spec
+        options = RunOptions(
+            workload=workload,
+            workload_options=spec.options_from_dict(
+                {**spec.isolate(tag), "seed": seed, **workload_options}
+            ),
+            time_limit=time_limit,
+            seed=seed,
+            nemesis=nemesis,
+            nemesis_interval=interval,
+            nemesis_duration=duration,
+        )
+        run_dir = harness_store / "scenarios" / tag
+        nemeses = [ScheduledNemesis(options)] if nemesis != "none" else []
+        result = execute(kafka_cluster, options, run_dir, nemeses)
+        verdict = judge(run_dir)
+        report = write_report(run_dir)
+        request.getfixturevalue("run_report")(report)
+        return verdict, result, report
+
+    return run
 
 
 @pytest.hookimpl(hookwrapper=True)

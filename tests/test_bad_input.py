@@ -70,3 +70,18 @@ def test_taken_port() -> None:
 def test_bad_broker_config_syntax() -> None:
     line = _one_line_error(_harness("cluster", "--broker-config", "no-equals-sign"))
     assert "KEY=VALUE" in line
+
+
+def test_a_flag_of_another_workload_is_one_line(tmp_path: Path) -> None:
+    """``--sub-via`` belongs to the queue workload: an eos run refuses it rather than ignore
+    it, so a command line never carries an option that does nothing."""
+    store = str(tmp_path / "store")
+    line = _one_line_error(
+        _harness("run", "--workload", "eos", "--sub-via", "assign", "--store", store)
+    )
+    assert "--sub-via: not an option of --workload eos" in line
+    line = _one_line_error(
+        _harness("run", "--workload", "queue", "--processors", "0", "--store", store)
+    )
+    assert "at least one client" in line
+    assert not (tmp_path / "store").exists(), "refused before any run directory exists"

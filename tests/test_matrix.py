@@ -68,6 +68,22 @@ def test_every_faulty_scenario_injects_a_fault_within_its_time_limit() -> None:
             assert args[args.index("--nemesis-interval") + 1] == f"{s.nemesis_interval:g}"
 
 
+def test_every_scenario_is_a_command_line_of_its_workload() -> None:
+    """Each scenario's arguments parse as ``python -m harness run`` of its workload (a flag of
+    another workload would be refused), and the queue workload has a scenario of its own."""
+    from harness.cli import build_parser
+    from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+    from harness.nightly.scenarios import Cell
+    from harness.run.runner import options_from_args
+
+    for s in SCENARIOS.values():
+        argv = ["run", *Cell(DEFAULT_KAFKA_VERSION, s, None, 5).run_args(1)]
+        options = options_from_args(build_parser().parse_args(argv))
+        assert options.workload == s.workload, s.name
+        assert options.test_name.startswith(s.workload), s.name
+    assert SCENARIOS["queue-kill-processor"].workload == "queue"
+
+
 def test_time_limit_override_and_scenario_lists() -> None:
     cells = expand(["4.3.1"], resolve_scenarios("eos-python-none,smoke"), time_limit=5)
     assert {c.time_limit for c in cells} == {5}

@@ -28,3 +28,81 @@ def test_junit_and_html_name_the_report(tmp_path: Path) -> None:
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
     assert props["report"].endswith("report.html")
     assert Path(props["report"]).as_uri() in html.read_text()
+
+
+_SCENARIO_TEST = """
+import json
+from dataclasses import asdict, dataclass
+
+import pytest
+
+from checkers import suites
+from harness.run import workloads
+from harness.run.drive import Outcome, Workload
+from history import Recorder
+from workloads.spec import WorkloadSpec
+
+
+@dataclass
+class Options:
+    seed: int = 0
+    topic: str = "t"
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw):
+        return cls(**raw)
+
+    def validate(self):
+        pass
+
+    def name_parts(self):
+        return []
+
+
+def drive(d):
+    (d.run_dir / "processes").mkdir()
+    with d.faults(None), Recorder(d.run_dir / "processes" / "0.jsonl", 0) as rec:
+        rec.invoke("write", d.options.workload_options.topic)
+        rec.ok("write", d.options.workload_options.topic)
+    return Outcome(True)
+
+
+class NoCluster:
+    run_id = "none"
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster():
+    return NoCluster()
+
+
+def test_scenario_runs_a_registered_workload(scenario, monkeypatch):
+    spec = WorkloadSpec("toy", Options, (), ("toy",), isolate=lambda tag: {"topic": tag})
+    workloads.register(Workload(spec, drive))
+    def check(ctx):
+        return {"checkers": {"toy": {"valid": True, "topic": ctx.workload_options["topic"]}}}
+
+    toy = suites.RunDirCheck("toy", lambda d: True, check, spark=False)
+    monkeypatch.setitem(suites.SUITES, "toy", toy)
+    verdict, result, report = scenario("toy", "first", time_limit=1)
+    assert verdict["valid"] is True and result.drained
+    assert verdict["checkers"]["toy"]["topic"].startswith("first-")
+    assert report.name == "report.html" and report.is_file()
+"""
+
+
+def test_scenario_fixture_runs_any_registered_workload(tmp_path: Path) -> None:
+    """The ``scenario`` fixture finds a workload in the registry, gives it names of its own,
+    runs it, has the checkers judge it and writes its report (a fake cluster: the fixture is
+    overridden, as a project using the plugin may)."""
+    (tmp_path / "test_toy.py").write_text(_SCENARIO_TEST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--store", str(tmp_path / "store"), "test_toy.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout

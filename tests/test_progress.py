@@ -49,3 +49,24 @@ def test_faults_processes_and_ops_follow_the_history(tmp_path: Path) -> None:
     assert (s.alive, s.spawned, s.ops) == (1, 2, 7)
     assert s.faults == []
     assert "faults: none" in s.line()
+
+
+def test_a_queue_run_shows_its_clients_ops_as_running(tmp_path: Path) -> None:
+    """The queue clients write ``processes/<n>.jsonl`` like eos processors do; their sends and
+    polls are the run's load, so the display leaves "setting up" at the first one."""
+    procs = tmp_path / "processes"
+    procs.mkdir()
+    sup, c0 = procs / "supervisor.jsonl", procs / "0.jsonl"
+    _append(sup, {"process": "supervisor", "type": "ok", "f": "spawn", "value": {"pid": 21}})
+    w = RunWatcher(tmp_path, time_limit=20)
+    assert (w.poll().phase, w.poll().ops) == ("setting up", 1)
+    _append(
+        c0,
+        {"process": 0, "type": "invoke", "f": "send", "value": [["send", 1, 5]]},
+        {"process": 0, "type": "ok", "f": "send", "value": [["send", 1, [0, 5]]]},
+        {"process": 0, "type": "invoke", "f": "poll", "value": [["poll"]]},
+        {"process": 0, "type": "ok", "f": "poll", "value": [["poll", {"1": [[0, 5]]}]]},
+    )
+    s = w.poll()
+    assert (s.phase, s.ops, s.alive) == ("running", 3, 1)
+    assert "running] ops 3" in s.line()

@@ -36,7 +36,7 @@ def broken_run(cluster: Any, store: Path, seed: int = 7) -> Path:
 
     suffix = f"-report-{uuid.uuid4().hex[:6]}"
     options = RunOptions(
-        eos=EosOptions(
+        workload_options=EosOptions(
             variant="at-least-once",
             hooks={0: Hook(at="after-flush", txn=2, action="kill")},
             name_suffix=suffix,

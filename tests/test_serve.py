@@ -1,8 +1,8 @@
 """``python -m harness serve`` / ``index``: the runs index over a store, and its links.
 
 The store is made of small run directories shaped like real ones (config, results, summary,
-report): a failed run checked by the checkers, a passed run with only the drain summary, an
-unfinished run with nothing but its config, and the ``latest`` symlink a real store has.
+report): a failed run checked by the checkers, a passed one, an unfinished run with nothing but
+its config, and the ``latest`` symlink a real store has.
 """
 
 from __future__ import annotations
@@ -52,14 +52,15 @@ def store(tmp_path: Path) -> Path:
                 "epoch_violation": {"valid": True, "anomalies": {"duplicate-marker": 2}},
             },
         },
-        summary_json={"summary": {"exactly_once": False, "duplicates": 7}},
+        summary_json={"summary": {"duplicates": 7, "missing": 0}},
         report_html="<html><body><h1 id='verdict'>INVALID report</h1></body></html>",
     )
     _run(
         store,
         "eos/20261122T020000",
         {"test_name": "eos", "kafka_version": "3.9.1", "written_wall": "2026-11-22T02:00:00Z"},
-        summary_json={"summary": {"exactly_once": True, "duplicates": 0}},
+        results_json={"valid": True, "anomalies": {}, "checkers": {}},
+        summary_json={"summary": {"duplicates": 0, "missing": 0}},
         report_html="<html><body>valid report</body></html>",
     )
     _run(
@@ -156,10 +157,24 @@ def test_served_index_links_to_reports_and_files(server: str, store: Path) -> No
     assert status == 200 and json.loads(results)["valid"] is False
 
     # A run that finishes while the server is up appears on the next request.
-    (store / "pytest/session-1/scenarios/partition-abc123/summary.json").write_text(
-        json.dumps({"summary": {"exactly_once": True}})
+    (store / "pytest/session-1/scenarios/partition-abc123/results.json").write_text(
+        json.dumps({"valid": True, "anomalies": {}, "checkers": {}})
     )
     assert "no verdict" not in _get(server)[2]
+
+
+def test_a_drain_tally_alone_is_no_verdict(tmp_path: Path) -> None:
+    """The drain counts are printed beside the checkers' verdict, never instead of it: a run
+    not checked yet has no verdict and no anomalies, whatever its summary.json counts."""
+    store = tmp_path / "store"
+    _run(
+        store,
+        "eos/20261122T040000",
+        {"test_name": "eos", "written_wall": "2026-11-22T04:00:00Z"},
+        summary_json={"summary": {"duplicates": 3, "missing": 1}, "drained": True},
+    )
+    (row,) = find_runs(store)
+    assert (row.verdict, row.verdict_text, row.anomalies) == ("none", "no verdict", {})
 
 
 def test_index_command_writes_a_static_page(store: Path) -> None:

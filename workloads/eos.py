@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -29,9 +30,10 @@ from common.procfs import process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import eos_final
-from workloads.eos_config import EosOptions
+from workloads.eos_config import TXN_ID_STRATEGIES, VARIANTS, EosOptions
 from workloads.eos_seeder import SeedResult, result_from_history
 from workloads.processes import PROJECT_ROOT, Child, Supervisor, child_env, spawn_module
+from workloads.spec import Figures, Option, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -339,3 +341,56 @@ class EosWorkload(Supervisor):
         """Idempotent: no processor outlives the workload, every file is closed."""
         self.stop_processors()
         self._close_files()
+
+
+# --- the workload's declaration (harness.run.workloads composes it with its driver) -----
+
+
+def _committed_outputs(op: Mapping[str, Any]) -> int | None:
+    value = op.get("value")
+    if op["f"] != "txn" or not isinstance(value, dict):
+        return None
+    return len(value.get("outputs") or [])
+
+
+def _seeded_values(op: Mapping[str, Any]) -> int | None:
+    value = op.get("value")
+    if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
+        return None
+    return len(value.get("values") or [])
+
+
+SPEC = WorkloadSpec(
+    name="eos",
+    description="consume-transform-produce with transactions (KIP-447)",
+    options_type=EosOptions,
+    cli=(
+        Option("--variant", "variant", choices=VARIANTS),
+        Option(
+            "--client",
+            "client",
+            "python: confluent-kafka processors; java: Kafka's TransactionalMessageCopier",
+            choices=("python", "java"),
+        ),
+        Option("--processors", "processors", "processor instances kept alive", int, metavar="K"),
+        Option("--partitions", "partitions", "input and output partitions", int, metavar="P"),
+        Option("--values", "values", "values to seed", int, metavar="N"),
+        Option("--txn-size", "txn_size", "max inputs per transaction", int, metavar="N"),
+        Option("--commit-interval-ms", "commit_interval_ms", type=int, metavar="MS"),
+        Option("--abort-probability", "abort_probability", type=float, metavar="P"),
+        Option("--txn-id-strategy", "txn_id_strategy", choices=TXN_ID_STRATEGIES),
+        Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
+        Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
+    ),
+    checker_suites=("eos",),
+    isolate=lambda tag: {"name_suffix": f"-{tag}"},
+    figures=Figures(
+        throughput=lambda: _committed_outputs,
+        fed=lambda: _seeded_values,
+        latency_fs=("txn",),
+        throughput_label="records/s\ncommitted",
+        latency_label="txn latency (s)",
+        backlog_label="consumer lag\n(seeded - committed)",
+        title="throughput, transaction latency and consumer lag, with fault bands",
+    ),
+)

@@ -1,61 +1,20 @@
-"""What the eos workload's pieces agree on: options, names, and (from the history format) the
-record headers and the transform.
+"""What the eos workload's pieces agree on: options, variants, hooks and names.
 
-The supervisor (``workloads.eos``), the processors (``workloads.eos_processor``, separate OS
-processes that receive their configuration as JSON on the command line) and the stand-in
-summary in ``harness.run.runner`` all read these definitions, so a header name or the value
-transform cannot drift between the writer of a record and its reader.
+The supervisor (``workloads.eos``) and the processors (``workloads.eos_processor``, separate
+OS processes that receive their configuration as JSON on the command line) read these
+definitions. The record headers and the value transform are part of the history format
+(``history.eos_records``), because checkers read them too.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from common.errors import HarnessError
 from workloads import jsonconfig
-
-# The record contract (header names, value encoding) is part of the history format; it is
-# imported here so the workload's modules find everything they agree on in one place.
-from history.eos_records import (
-    H_GENERATION,
-    H_INSTANCE,
-    H_MEMBER_ID,
-    H_SRC_OFFSET,
-    H_SRC_PARTITION,
-    H_SRC_TOPIC,
-    H_TXN_ID,
-    H_TXN_SEQ,
-    OUTPUT_PREFIX,
-    input_of,
-    poison_value,
-    seed_value,
-    transform,
-)
-
-__all__ = [
-    "HOOK_ACTIONS",
-    "HOOK_POINTS",
-    "H_GENERATION",
-    "H_INSTANCE",
-    "H_MEMBER_ID",
-    "H_SRC_OFFSET",
-    "H_SRC_PARTITION",
-    "H_SRC_TOPIC",
-    "H_TXN_ID",
-    "H_TXN_SEQ",
-    "OUTPUT_PREFIX",
-    "TXN_ID_STRATEGIES",
-    "VARIANTS",
-    "EosOptions",
-    "Hook",
-    "ProcessorConfig",
-    "input_of",
-    "poison_value",
-    "seed_value",
-    "transform",
-]
 
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.
@@ -264,3 +223,20 @@ class EosOptions:
         out["output_topic"] = self.output_topic
         out["group_id"] = self.group_id
         return out
+
+    def name_parts(self) -> list[str]:
+        """The test name says which broken variant and which client, when not the defaults."""
+        return [p for p, usual in ((self.variant, "eos"), (self.client, "python")) if p != usual]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> EosOptions:
+        """The inverse of :meth:`to_dict` (its derived names are skipped); an unknown key is
+        an error, so a misspelt option never silently keeps its default."""
+        derived = ("input_topic", "output_topic", "group_id")
+        data = {k: v for k, v in raw.items() if k not in derived}
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise HarnessError(f"unknown eos option(s): {', '.join(unknown)}")
+        hooks = data.pop("hooks", None) or {}
+        parsed = {int(k): h if isinstance(h, Hook) else Hook(**h) for k, h in hooks.items()}
+        return cls(**data, hooks=parsed)

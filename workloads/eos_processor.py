@@ -30,8 +30,7 @@ from typing import Any
 
 from common.errors import HarnessError
 from history import Recorder
-from workloads.clients import Calls, ClientError, Exit, make_clients, subscribe
-from workloads.eos_config import (
+from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
     H_MEMBER_ID,
@@ -40,9 +39,10 @@ from workloads.eos_config import (
     H_SRC_TOPIC,
     H_TXN_ID,
     H_TXN_SEQ,
-    ProcessorConfig,
     transform,
 )
+from workloads.clients import Calls, ClientError, Exit, make_clients, subscribe
+from workloads.eos_config import ProcessorConfig
 from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
 
 EXIT_OK = 0

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from history import Recorder
-from workloads.eos_config import poison_value, seed_value
+from history.eos_records import poison_value, seed_value
 from workloads.eos_kafka import error_info
 
 #: How long an unacknowledged send may stay in flight (rides out elections and partitions).

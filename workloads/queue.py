@@ -47,6 +47,7 @@ from workloads.queue_config import (
     ClientConfig,
     decode_value,
 )
+from workloads.spec import Figures, Option, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -156,6 +157,9 @@ class QueueOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def name_parts(self) -> list[str]:
+        return ["txn" if self.txn else "notxn", self.sub_via]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
@@ -547,6 +551,28 @@ def read_to_end(
         consumer.close()
 
 
+def run_phases(
+    workload: QueueWorkload,
+    faults: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    stop: threading.Event | None = None,
+) -> bool:
+    """The phases of one queue run on a set-up workload: start the clients, hold ``faults``
+    open until the time limit (or ``stop``), stop the clients, then (on a healed cluster)
+    fence, settle and read every key to its end. False if the final phase was incomplete."""
+    workload.setup()
+    workload.start()
+    try:
+        with faults():
+            workload.wait_until_end(stop)
+    finally:
+        codes = workload.stop_clients(at_end=stop is None or not stop.is_set())
+        log.info("queue clients stopped: %s", codes)
+    complete = workload.finish()
+    if not complete:
+        log.warning("queue final phase incomplete; see %s", workload.run_dir)
+    return complete
+
+
 def run_queue(
     cluster: Cluster,
     store_dir: Path,
@@ -568,19 +594,77 @@ def run_queue(
     store.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with QueueWorkload(opts, cluster, store) as workload:
+
+        @contextlib.contextmanager
+        def faults() -> Any:
+            if during is not None:
+                during(workload)
+            yield
+
         try:
-            workload.setup()
-            workload.start()
-            try:
-                if during is not None:
-                    during(workload)
-                workload.wait_until_end(stop)
-            finally:
-                codes = workload.stop_clients(at_end=stop is None or not stop.is_set())
-                log.info("queue clients stopped: %s", codes)
-            complete = workload.finish()
-            if not complete:
-                log.warning("queue final phase incomplete; see %s", store)
+            run_phases(workload, faults, stop)
         finally:
             path = workload.merge({"seconds": round(time.monotonic() - t0, 3)})
     return path
+
+
+# --- the workload's declaration (harness.run.workloads composes it with its driver) -----
+
+
+def _micro_ops(op: Mapping[str, Any], kinds: tuple[str, ...]) -> list[list[Any]] | None:
+    value = op.get("value")
+    if op["f"] not in kinds or not isinstance(value, list):
+        return None
+    return [m for m in value if isinstance(m, list) and m and m[0] in ("send", "poll")]
+
+
+def _first_polls() -> Callable[[Mapping[str, Any]], int | None]:
+    """Values polled for the first time: consumers share keys and the final reader reads
+    everything again, so counting every record polled would exceed what was ever sent."""
+    seen: set[Any] = set()
+
+    def count(op: Mapping[str, Any]) -> int | None:
+        micro = _micro_ops(op, ("poll", "txn"))
+        if micro is None:
+            return None
+        polls = [m[1] for m in micro if m[0] == "poll" and len(m) > 1 and isinstance(m[1], dict)]
+        values = {
+            (key, rec[1])
+            for result in polls
+            for key, records in result.items()
+            for rec in records
+            if isinstance(rec, list) and len(rec) > 1
+        }
+        new = values - seen
+        seen.update(new)
+        return len(new)
+
+    return count
+
+
+def _sent(op: Mapping[str, Any]) -> int | None:
+    micro = _micro_ops(op, ("send", "txn"))
+    return None if micro is None else sum(1 for m in micro if m[0] == "send")
+
+
+SPEC = WorkloadSpec(
+    name="queue",
+    description="Jepsen's queue workload: sends and polls, in transactions or not",
+    options_type=QueueOptions,
+    cli=(
+        Option("--sub-via", "sub_via", "how consumers get partitions", choices=SUB_VIAS),
+        Option("--processors", "clients", "client processes kept alive", int),
+        Option("--no-txn", "txn", "plain sends and polls, no transactions", action="store_false"),
+    ),
+    checker_suites=("queue",),
+    isolate=lambda tag: {"topic": f"queue-{tag}"},
+    figures=Figures(
+        throughput=_first_polls,
+        fed=lambda: _sent,
+        latency_fs=("send", "poll", "txn"),
+        throughput_label="values/s\nfirst polled",
+        latency_label="op latency (s)\n(send, poll, txn)",
+        backlog_label="backlog\n(sent - polled)",
+        title="values polled, op latency and backlog (sent, not yet polled), with fault bands",
+    ),
+)

@@ -61,17 +61,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> RunOptions:
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION
-    from workloads.eos_config import EosOptions
+    from harness.run.workloads import get
 
-    eos = EosOptions(
-        variant=variant,
-        values=args.values,
-        seed=seed,
-        abort_probability=args.abort_probability,
-        name_suffix=suffix,
-        session_timeout_ms=6000,
+    eos = get("eos").spec.options_from_dict(
+        {
+            "variant": variant,
+            "values": args.values,
+            "seed": seed,
+            "abort_probability": args.abort_probability,
+            "name_suffix": suffix,
+            "session_timeout_ms": 6000,
+        }
     )
-    eos.validate()
     return RunOptions(
         workload="eos",
         time_limit=args.time_limit,
@@ -81,7 +82,7 @@ def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> 
         nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval,
         nemesis_duration=args.nemesis_duration,
-        eos=eos,
+        workload_options=eos,
     )
 
 

@@ -4,8 +4,9 @@ Why a separate module: which scenarios exist, which transaction versions a Kafka
 and which client can speak which one are pure rules that the tests pin down without a cluster;
 ``harness.nightly.matrix`` only runs what this module lists.
 
-A *scenario* is one ``python -m harness run`` configuration (client, variant, nemesis, time
-limit) plus what the verdict must be. Correct scenarios are expected ``valid``; broken-on-purpose
+A *scenario* is one ``python -m harness run`` configuration (workload and its flags, client,
+nemesis, time limit) plus what the verdict must be; any workload of the registry
+(``harness.run.workloads``) can be one. Correct scenarios are expected ``valid``; broken-on-purpose
 variants are expected ``invalid`` and count as a pass when the checkers catch them. A scenario
 names the transaction versions it wants; on a Kafka line that cannot format them (3.x has no
 ``transaction.version`` feature) it runs once with the default (recorded as TV 0).
@@ -14,6 +15,7 @@ names the transaction versions it wants; on a Kafka line that cannot format them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from common.errors import HarnessError
 from harness.kafka.versions import KafkaVersion
@@ -27,7 +29,12 @@ class Scenario:
     """One run configuration and its expected verdict."""
 
     name: str
+    #: A workload of the registry, and its own flags (as ``--workload NAME`` takes them).
+    workload: str = "eos"
+    flags: tuple[str, ...] = ()
+    #: The client library (decides the transaction versions it can run).
     client: str = "python"
+    #: The eos variant (``eos`` for every other workload), shown in the matrix.
     variant: str = "eos"
     nemesis: str = "none"
     time_limit: float = 20.0
@@ -41,13 +48,17 @@ class Scenario:
 
     def run_args(self) -> list[str]:
         """The ``python -m harness run`` arguments of this scenario (no version, store, TV)."""
-        args = ["--workload", "eos", "--client", self.client, "--nemesis", self.nemesis]
+        args = ["--workload", self.workload, *self.flags, "--nemesis", self.nemesis]
         if self.nemesis != "none":
             args += ["--nemesis-interval", f"{self.nemesis_interval:g}"]
             args += ["--nemesis-duration", f"{self.nemesis_duration:g}"]
-        if self.variant != "eos":
-            args += ["--variant", self.variant]
         return args
+
+
+def eos(name: str, client: str = "python", variant: str = "eos", **kw: Any) -> Scenario:
+    """An eos scenario: its client and variant are flags of the eos workload."""
+    flags = ("--client", client) + (("--variant", variant) if variant != "eos" else ())
+    return Scenario(name, "eos", flags, client, variant, **kw)
 
 
 @dataclass(frozen=True)
@@ -87,18 +98,25 @@ class Cell:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("eos-python-kill-processor", nemesis="kill-processor", time_limit=20),
-        Scenario("eos-python-none", time_limit=10),
-        Scenario("eos-python-partition", nemesis="partition", time_limit=30),
-        Scenario("eos-python-pauses", nemesis="pause,pause-processor", time_limit=30),
-        Scenario("eos-python-zombie", nemesis="zombie", time_limit=30),
-        Scenario("eos-python-kills", nemesis="kill,kill-processor", time_limit=30),
-        Scenario("eos-python-late", nemesis="late-request,slow", time_limit=30),
-        Scenario("eos-python-all", nemesis="all", time_limit=60),
-        Scenario("eos-java", client="java", time_limit=10, tvs=(2,)),
-        Scenario("eos-java-tv0-tv2", client="java", time_limit=10, tvs=(0, 2)),
-        Scenario("eos-java-kills", client="java", nemesis="kill", time_limit=30, tvs=(0, 2)),
+        eos("eos-python-kill-processor", nemesis="kill-processor", time_limit=20),
         Scenario(
+            "queue-kill-processor",
+            workload="queue",
+            flags=("--sub-via", "assign"),
+            nemesis="kill-processor",
+            time_limit=20,
+        ),
+        eos("eos-python-none", time_limit=10),
+        eos("eos-python-partition", nemesis="partition", time_limit=30),
+        eos("eos-python-pauses", nemesis="pause,pause-processor", time_limit=30),
+        eos("eos-python-zombie", nemesis="zombie", time_limit=30),
+        eos("eos-python-kills", nemesis="kill,kill-processor", time_limit=30),
+        eos("eos-python-late", nemesis="late-request,slow", time_limit=30),
+        eos("eos-python-all", nemesis="all", time_limit=60),
+        eos("eos-java", client="java", time_limit=10, tvs=(2,)),
+        eos("eos-java-tv0-tv2", client="java", time_limit=10, tvs=(0, 2)),
+        eos("eos-java-kills", client="java", nemesis="kill", time_limit=30, tvs=(0, 2)),
+        eos(
             "broken-at-least-once",
             variant="at-least-once",
             # A zombie (paused past the 10 s session timeout before its commit step) exposes
@@ -110,10 +128,10 @@ SCENARIOS: dict[str, Scenario] = {
             expected="invalid",
         ),
         # Caught without any fault: the seeder's aborted batches are read and transformed.
-        Scenario(
+        eos(
             "broken-read-uncommitted", variant="read-uncommitted", time_limit=10, expected="invalid"
         ),
-        Scenario(
+        eos(
             "broken-offsets-outside-txn",
             variant="offsets-outside-txn",
             # A zombie (paused past the 10 s session timeout before its commit step) exposes
@@ -139,6 +157,7 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "eos-python-late",
         "eos-java-tv0-tv2",
         "eos-java-kills",
+        "queue-kill-processor",
         "broken-read-uncommitted",
         "broken-at-least-once",
         "broken-offsets-outside-txn",

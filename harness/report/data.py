@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.storefiles import read_json_dict
 from history import iter_history
+from workloads.spec import Figures
 
 
 @dataclass
@@ -45,6 +46,17 @@ class RunData:
     journeys: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     op_count: int = 0
     unfinished: list[tuple[float, str, int]] = field(default_factory=list)
+    #: What the workload's figures count (``workloads.spec.Figures``).
+    figures: Figures = field(default_factory=Figures)
+
+
+def figures_of(config: dict[str, Any]) -> Figures:
+    """The figures the run's workload declares (plain op counts for an unknown one)."""
+    from harness.run.workloads import spec_of
+
+    workload = config.get("workload", (config.get("options") or {}).get("workload"))
+    spec = spec_of(workload)
+    return spec.figures if spec is not None else Figures()
 
 
 def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
@@ -110,6 +122,8 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         read_json_dict(run_dir / "summary.json"),
         read_json_dict(run_dir / "schedule.json"),
     )
+    data.figures = figures = figures_of(data.config)
+    visible, fed = figures.throughput(), figures.fed()
     history = run_dir / "history.jsonl"
     if not history.exists():
         return data
@@ -131,7 +145,7 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
             invokes[op["process"]] = (op["time"], op)
         elif op["process"] in invokes and invokes[op["process"]][1]["f"] == f:
             started, inv = invokes.pop(op["process"])
-            if f == "txn":
+            if f in figures.latency_fs:
                 data.txn_latency.append((t, (op["time"] - started) / 1e9, kind))
             if wanted:
                 vals = set(_values_in(inv)) | set(_values_in(op))
@@ -147,11 +161,11 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
                 open_faults[fault.kind].append(fault)
             elif f == "stop" and open_faults.get(value.get("kind", "")):
                 open_faults[value["kind"]].pop(0).end = t
-        if f == "txn" and kind == "ok":
-            data.committed.append((t, len((op.get("value") or {}).get("outputs") or [])))
-        elif f == "send" and kind == "ok" and proc == "seeder":
-            data.seeded.append((t, len((op.get("value") or {}).get("values") or [])))
-        elif f == "rebalance" and kind == "ok":
+        if kind == "ok" and (n := visible(op)) is not None:
+            data.committed.append((t, n))
+        if kind == "ok" and (n := fed(op)) is not None:
+            data.seeded.append((t, n))
+        if f == "rebalance" and kind == "ok":
             value = op.get("value") or {}
             data.rebalances.append((t, str(value.get("event", "")), proc, value.get("generation")))
     # Invokes never completed: the process was killed (or hung) inside the op. What it did

@@ -96,7 +96,7 @@ def throughput_latency(data: RunData) -> str:
         committed[int(t)] += n
     _shade(ax1, data)
     ax1.plot(range(span), [committed.get(s, 0) for s in range(span)], color="#1565c0", lw=1)
-    ax1.set_ylabel("records/s\ncommitted")
+    ax1.set_ylabel(data.figures.throughput_label)
     for t, event, _proc, _gen in data.rebalances:
         ax1.axvline(t, color="#6a1b9a" if event == "assign" else "#9e9e9e", lw=0.5, alpha=0.6)
     _shade(ax2, data)
@@ -106,7 +106,7 @@ def throughput_latency(data: RunData) -> str:
             ax2.scatter(
                 [p[0] for p in pts], [p[1] for p in pts], s=4, color=COLORS[kind], label=kind
             )
-    ax2.set_ylabel("txn latency (s)")
+    ax2.set_ylabel(data.figures.latency_label)
     if data.txn_latency:
         ax2.set_yscale("log")
         ax2.legend(loc="upper right", fontsize=8)
@@ -122,8 +122,8 @@ def throughput_latency(data: RunData) -> str:
         backlog.append((t, seeded - committed_total))
     if backlog:
         ax3.plot([b[0] for b in backlog], [b[1] for b in backlog], color="#37474f", lw=1)
-    ax3.set_ylabel("consumer lag\n(seeded - committed)")
+    ax3.set_ylabel(data.figures.backlog_label)
     ax3.set_xlim(0, max(data.span, 1))  # shared x: the same seconds as the timeline
     ax3.set_xlabel("seconds since the first op (vertical lines: rebalances)")
-    ax1.set_title("throughput, transaction latency and consumer lag, with fault bands")
+    ax1.set_title(data.figures.title)
     return _png(fig)

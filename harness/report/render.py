@@ -16,23 +16,27 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_EXAMPLES = 5
 
 
+def workload_options(config: dict[str, Any]) -> dict[str, Any]:
+    """The workload's options as ``config.json`` holds them (under the workload's name in
+    runs stored before the workload registry: ``eos`` in the options, ``queue`` beside)."""
+    opts = config.get("options", config)
+    name = str(opts.get("workload", "eos"))
+    return dict(opts.get("workload_options") or config.get(name) or opts.get(name) or {})
+
+
 def repro_command(data: RunData) -> str:
+    """The command line that runs this test again: the run's own flags, and the flags of
+    its workload's options as the workload declares them (``workloads.spec.Option``)."""
+    from harness.run.workloads import spec_of
+
     c = data.config
     opts = c.get("options", c)
-    eos = opts.get("eos") or {}
-    args = ["python", "-m", "harness", "run", "--workload", str(opts.get("workload", "eos"))]
+    workload = str(opts.get("workload", "eos"))
+    spec = spec_of(workload)
+    args = ["python", "-m", "harness", "run", "--workload", workload]
+    if spec is not None:
+        args += spec.repro_args(workload_options(c))
     for flag, value in (
-        ("--variant", eos.get("variant")),
-        ("--client", eos.get("client")),
-        ("--processors", eos.get("processors")),
-        ("--partitions", eos.get("partitions")),
-        ("--values", eos.get("values")),
-        ("--txn-size", eos.get("txn_size")),
-        ("--commit-interval-ms", eos.get("commit_interval_ms")),
-        ("--abort-probability", eos.get("abort_probability")),
-        ("--txn-id-strategy", eos.get("txn_id_strategy")),
-        ("--transaction-timeout-ms", eos.get("transaction_timeout_ms")),
-        ("--session-timeout-ms", eos.get("session_timeout_ms")),
         ("--time-limit", opts.get("time_limit")),
         ("--seed", opts.get("seed")),
         ("--kafka-version", opts.get("kafka_version")),
@@ -49,6 +53,8 @@ def repro_command(data: RunData) -> str:
 
 
 def _verdict(data: RunData) -> tuple[str, str]:
+    """The checkers' verdict; a run without ``results.json`` has none (the drain tally in
+    ``summary.json`` is counts, not a verdict)."""
     if data.results is not None:
         v = data.results.get("valid")
         if v is True:
@@ -56,10 +62,7 @@ def _verdict(data: RunData) -> tuple[str, str]:
         if v is False:
             return "invalid", "INVALID"
         return "unknown", "unknown"
-    if data.summary is not None:
-        ok = (data.summary.get("summary") or {}).get("exactly_once")
-        return ("valid", "exactly-once") if ok else ("invalid", "NOT exactly-once")
-    return "unknown", "no verdict"
+    return "unknown", "not checked"
 
 
 def _count(r: dict[str, Any]) -> int:
@@ -232,6 +235,7 @@ def write_report(run_dir: Path) -> Path:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape())
     cls, text = _verdict(data)
     opts = data.config.get("options", data.config)
+    wopts = workload_options(data.config)
     nemesis = opts.get("nemesis", "none")
     colors = fault_colors(data)
     faults = [
@@ -253,14 +257,15 @@ def write_report(run_dir: Path) -> Path:
         run_time=_time(data),
         kafka_version=data.config.get("kafka_version_resolved") or opts.get("kafka_version"),
         transaction_version=opts.get("transaction_version"),
-        client=(opts.get("eos") or {}).get("client", "python"),
-        variant=(opts.get("eos") or {}).get("variant", ""),
+        workload=opts.get("workload", "eos"),
+        client=wopts.get("client", "python"),
+        variant=wopts.get("variant", ""),
         seed=opts.get("seed"),
         nemesis=",".join(nemesis) if isinstance(nemesis, list) else nemesis,
         op_count=data.op_count,
         span=data.span,
         repro=repro_command(data),
-        hooks=(opts.get("eos") or {}).get("hooks"),
+        hooks=wopts.get("hooks"),
         config_json=json.dumps(data.config, indent=1, default=str),
         checkers=_checkers(data.results),
         errors=(data.results or {}).get("errors") or {},
@@ -270,6 +275,7 @@ def write_report(run_dir: Path) -> Path:
         journeys=_journeys(data),
         timeline_png=timeline(data, _flagged_indexes(data.results)),
         throughput_png=throughput_latency(data),
+        figures_title=data.figures.title,
         faults=faults,
         fault_kinds=sorted(colors.items()),
         rebalances=[

@@ -61,7 +61,9 @@ def anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def _verdict(results: dict[str, Any] | None, summary: dict[str, Any] | None) -> tuple[str, str]:
+def _verdict(results: dict[str, Any] | None) -> tuple[str, str]:
+    """The checkers' verdict; without ``results.json`` there is none (the drain tally in
+    ``summary.json`` is counts, not a verdict)."""
     if results is not None:
         valid = results.get("valid")
         if valid is True:
@@ -69,10 +71,6 @@ def _verdict(results: dict[str, Any] | None, summary: dict[str, Any] | None) -> 
         if valid is False:
             return "invalid", "INVALID"
         return "unknown", "unknown"
-    if summary is not None and isinstance(summary.get("summary"), dict):
-        if summary["summary"].get("exactly_once"):
-            return "valid", "exactly-once (drain only)"
-        return "invalid", "NOT exactly-once (drain only)"
     return "none", "no verdict"
 
 
@@ -80,14 +78,9 @@ def read_run(store: Path, run_dir: Path) -> RunRow:
     """The index row of one run directory; missing files mean an unfinished run, not an error."""
     config = read_json_dict(run_dir / "config.json") or {}
     results = read_json_dict(run_dir / "results.json")
-    summary = read_json_dict(run_dir / "summary.json")
     rel = run_dir.relative_to(store).as_posix()
-    verdict, text = _verdict(results, summary)
-    if results is not None:
-        anomalies = anomaly_counts(results)
-    else:
-        s = (summary or {}).get("summary") or {}
-        anomalies = {k: s[k] for k in ("duplicates", "missing", "unexpected") if s.get(k)}
+    verdict, text = _verdict(results)
+    anomalies = anomaly_counts(results) if results is not None else {}
     when = config.get("written_wall")
     if not when:
         stamp = os.path.getmtime(run_dir / "config.json")
@@ -97,7 +90,10 @@ def read_run(store: Path, run_dir: Path) -> RunRow:
         name=str(config.get("test_name") or run_dir.parent.name),
         time=str(when),
         kafka_version=str(
-            config.get("kafka_version_resolved") or config.get("kafka_version") or "?"
+            config.get("kafka_version_resolved")
+            or config.get("kafka_version")
+            or (config.get("options") or {}).get("kafka_version")  # a queue run before the
+            or "?"  # workload registry kept its options under "options"
         ),
         verdict=verdict,
         verdict_text=text,

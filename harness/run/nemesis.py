@@ -9,7 +9,6 @@ ops under process ``nemesis``, and saves the schedule actually executed as
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,26 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness.nemesis")
 
 
-@dataclass
-class WorkloadClients:
-    """The eos workload as nemeses see it (satisfies ``nemeses.control.ClientControl``)."""
-
-    workload: Any
-    bootstrap: str
-    group_id: str
-    input_topic: str
-    output_topic: str
-    session_timeout_s: float
-    transaction_timeout_s: float
-    pause_at_commit: bool = True
-
-    def processor_pids(self) -> dict[int, int]:
-        return self.workload.processor_pids()
-
-    def transactional_ids(self) -> dict[int, str]:
-        return self.workload.transactional_ids()
-
-
 def kinds_for(options: RunOptions, netns: bool) -> list[str]:
     try:
         return parse_kinds(options.nemesis, netns=netns, clients=True)
@@ -52,14 +31,14 @@ def kinds_for(options: RunOptions, netns: bool) -> list[str]:
         raise HarnessError(str(exc)) from None
 
 
-def plan(options: RunOptions, netns: bool) -> schedules.Schedule:
-    """The schedule of a run: replayed from a file, or generated from the seed."""
+def plan(options: RunOptions, netns: bool, session_timeout_s: float) -> schedules.Schedule:
+    """The schedule of a run: replayed from a file, or generated from the seed (fault
+    lengths are chosen around the clients' ``session_timeout_s``)."""
     if options.replay is not None:
         try:
             return schedules.load(Path(options.replay))
         except ValueError as exc:
             raise HarnessError(str(exc)) from None
-    eos = options.eos
     return schedules.generate(
         kinds_for(options, netns),
         seed=options.seed,
@@ -68,7 +47,7 @@ def plan(options: RunOptions, netns: bool) -> schedules.Schedule:
         duration=options.nemesis_duration,
         nodes=options.nodes,
         has_clients=True,
-        session_timeout_s=(eos.session_timeout_ms / 1000) if eos else 10.0,
+        session_timeout_s=session_timeout_s,
     )
 
 
@@ -84,18 +63,8 @@ class ScheduledNemesis:
         self.schedule: schedules.Schedule | None = None
 
     def start(self, ctx: RunContext) -> None:
-        eos = ctx.options.eos
-        assert eos is not None
-        self.schedule = plan(self.options, ctx.cluster.uses_netns)
-        clients = WorkloadClients(
-            ctx.workload,
-            ctx.cluster.bootstrap,
-            eos.group_id,
-            eos.input_topic,
-            eos.output_topic,
-            eos.session_timeout_ms / 1000,
-            eos.transaction_timeout_ms / 1000,
-        )
+        clients = ctx.clients
+        self.schedule = plan(self.options, ctx.cluster.uses_netns, clients.session_timeout_s)
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
         self.engine = Engine(FaultContext(ctx.cluster, clients), self.schedule, self.recorder)
         self.save(ctx.run_dir)

@@ -15,10 +15,8 @@ from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
     from history import Recorder
-    from workloads.eos import EosWorkload
-    from workloads.eos_config import EosOptions
-
-WORKLOADS = ("eos", "queue")
+    from nemeses.control import ClientControl
+    from workloads.spec import WorkloadOptions
 
 
 @dataclass
@@ -38,9 +36,8 @@ class RunOptions:
     nemesis_interval: float = 10.0
     nemesis_duration: float = 10.0
     replay: Path | None = None
-    eos: EosOptions | None = None
-    #: Options of the queue workload (``workloads.queue.QueueOptions`` fields).
-    queue: dict[str, Any] | None = None
+    #: The options dataclass of ``workload`` (its spec's ``options_type``); None: its defaults.
+    workload_options: WorkloadOptions | None = None
     #: Where brokers run: ``process`` (JVMs here), ``docker`` or ``auto``
     #: (``harness.substrate.backends``).
     backend: str = "auto"
@@ -48,13 +45,8 @@ class RunOptions:
     @property
     def test_name(self) -> str:
         parts = [self.workload]
-        if self.workload == "queue" and self.queue:
-            parts.append("txn" if self.queue.get("txn", True) else "notxn")
-            parts.append(str(self.queue.get("sub_via", "assign")))
-        if self.workload == "eos" and self.eos is not None and self.eos.variant != "eos":
-            parts.append(self.eos.variant)
-        if self.workload == "eos" and self.eos is not None and self.eos.client != "python":
-            parts.append(self.eos.client)
+        if self.workload_options is not None:
+            parts += self.workload_options.name_parts()
         if self.replay is not None:
             parts.append("replay")
         elif self.nemesis not in ("", "none"):
@@ -65,19 +57,29 @@ class RunOptions:
         out = asdict(self)
         out["store"] = str(self.store)
         out["replay"] = str(self.replay) if self.replay else None
-        out["eos"] = self.eos.to_dict() if self.eos is not None else None
+        out["workload_options"] = (
+            self.workload_options.to_dict() if self.workload_options is not None else None
+        )
         out["test_name"] = self.test_name
         return out
 
 
 @dataclass
 class RunContext:
-    """What a nemesis gets: the cluster, the workload (processor pids), where to record."""
+    """What a nemesis gets: the cluster, the workload, its client processes, where to record."""
 
     cluster: Cluster
-    workload: EosWorkload
+    #: The running workload object of the driver (``EosWorkload``, ``QueueWorkload``).
+    workload: Any
     options: RunOptions
     run_dir: Path
+    #: The workload as faults see it (pids to pause or kill, transactional ids to hijack);
+    #: None: the workload object itself is one.
+    clients: ClientControl | None = None
+
+    def __post_init__(self) -> None:
+        if self.clients is None:
+            self.clients = self.workload
 
     @property
     def processes_dir(self) -> Path:

@@ -19,6 +19,9 @@ from typing import Any
 #: Supervisor ops that start / end a client process (eos processors, queue clients).
 _SPAWN = "spawn"
 _EXITS = ("processor-exit", "exit")
+#: A client's completed op of the workload proper (queue clients; eos processors do ``txn``
+#: only once seeding began): the run is under load.
+_CLIENT_WORK = ("send", "poll", "txn")
 
 
 @dataclass
@@ -126,7 +129,10 @@ class RunWatcher:
                 self._pids.add(value.get("pid"))
             elif f in _EXITS:
                 self._pids.discard(value.get("pid"))
-        elif process == "seeder" and f == "send" and self._phase == "setting up":
+        elif self._phase == "setting up" and (
+            (process == "seeder" and f == "send")  # eos: the pipeline is being fed
+            or (isinstance(process, int) and f in _CLIENT_WORK and op["type"] == "ok")
+        ):
             self._phase = "running"
         elif process == "final":
             self._phase = "final reads"

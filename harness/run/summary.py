@@ -22,7 +22,7 @@ def summary_table(verdict: dict[str, Any]) -> Table:
     table.add_column("verdict")
     table.add_column("anomalies")
     checkers = verdict.get("checkers") or {}
-    if not checkers:  # the queue checker reports one verdict for the whole history
+    if not checkers:  # results.json of a queue run stored before the checker suites
         checkers = {"queue": verdict}
     for name, res in checkers.items():
         counts = res.get("anomalies")
@@ -47,18 +47,14 @@ def print_summary(
     report: Path | None,
     *,
     stats: dict[str, Any] | None = None,
-    tally: dict[str, Any] | None = None,
+    tally: str | None = None,
     seconds: float = 0.0,
     console: Console | None = None,
 ) -> None:
     console = console or Console(highlight=False)
     console.print(summary_table(verdict))
-    if tally:
-        console.print(
-            f"final drain: {tally['seeded']} seeded, {tally['committed_outputs']} committed "
-            f"outputs, {tally['duplicates']} duplicated, {tally['missing']} missing, "
-            f"{tally['unexpected']} unexpected"
-        )
+    if tally:  # the driver's plain counts: beside the verdict, never a verdict of its own
+        console.print(tally)
     if stats:
         console.print(
             f"throughput: {stats.get('txns_per_s', 0)} txn/s, "

@@ -1,0 +1,136 @@
+"""The checker suites ``python -m checkers RUN_DIR`` can run, by name.
+
+The checkers cannot import the workloads (the arrows point the other way), so a run's
+``config.json`` names the suites that judge it: ``checker_suites``, written by the harness
+from the workload's declaration (``workloads.spec.WorkloadSpec.checker_suites``). A run
+stored before that key existed is judged by the suite named like its ``workload``. The
+broker-log evidence is judged whenever the run has a log dump, whatever the workload.
+
+A new kind of check is a function ``run(ctx) -> partial verdict`` added to :data:`SUITES`
+under a new name; a workload that wants it lists that name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from history.logdump import CheckerInputError
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a run-directory check gets: the directory, its config and the command line."""
+
+    run_dir: Path
+    spark_master: str | None = None
+    transaction_version: int | None = None
+    max_examples: int = 8
+    config: dict[str, Any] | None = None
+
+    @property
+    def workload_options(self) -> dict[str, Any]:
+        """The run's workload options (a queue run stored before the registry kept them
+        under ``queue``)."""
+        config = self.config or {}
+        return dict(config.get("workload_options") or config.get("queue") or {})
+
+
+@dataclass(frozen=True)
+class RunDirCheck:
+    """One family of checks on a run directory.
+
+    ``applies(run_dir)`` says whether the directory has its input; ``run(ctx)`` returns a
+    partial verdict ``{"checkers": {name: result, ...}}`` (optionally ``stats``,
+    ``input_notes``, or ``valid: "unknown"`` with ``error``) and raises
+    :class:`history.logdump.CheckerInputError` for unusable input. Checks with ``spark`` share
+    one session, started only when one of them runs.
+    """
+
+    name: str
+    applies: Callable[[Path], bool]
+    run: Callable[[RunContext], dict[str, Any]]
+    spark: bool = True
+
+
+def _has_history(run_dir: Path) -> bool:
+    return (run_dir / "history.jsonl").is_file()
+
+
+def _queue_history(run_dir: Path) -> Path:
+    """``history.jsonl``; a queue run stored before the registry merged it into ``queue/``."""
+    legacy = run_dir / "queue" / "history.jsonl"
+    return legacy if legacy.is_file() and not _has_history(run_dir) else run_dir / "history.jsonl"
+
+
+def _evidence_run(ctx: RunContext) -> dict[str, Any]:
+    from checkers.log_evidence import check_evidence
+
+    return check_evidence(
+        ctx.run_dir,
+        ctx.spark_master,
+        transaction_version=ctx.transaction_version,
+        max_examples=ctx.max_examples,
+    )
+
+
+def _eos_run(ctx: RunContext) -> dict[str, Any]:
+    from checkers.eos_checks import check_eos
+
+    return check_eos(ctx.run_dir, max_examples=ctx.max_examples)
+
+
+def _queue_run(ctx: RunContext) -> dict[str, Any]:
+    """Jepsen's queue checks on the merged history, one checker named ``queue``; how the
+    consumers got their partitions (which decides whether poll skips are allowed) comes
+    from the run's workload options."""
+    from checkers.queue import HistoryInputError, check_queue, load_queue_history
+
+    sub_via = ctx.workload_options.get("sub_via", "assign")
+    try:
+        ops = load_queue_history(str(_queue_history(ctx.run_dir)))
+        result = check_queue(ops, sub_via=sub_via, max_examples=ctx.max_examples)
+    except HistoryInputError as e:
+        raise CheckerInputError(str(e)) from None
+    return {"checkers": {"queue": result}}
+
+
+#: The broker-log evidence: judged on every run that has a log dump.
+EVIDENCE = RunDirCheck(
+    "log_evidence", lambda d: (d / "evidence" / "logdump.jsonl").is_file(), _evidence_run
+)
+
+#: EXTENSION POINT: the history suites a workload may name in ``checker_suites``.
+SUITES: dict[str, RunDirCheck] = {
+    "eos": RunDirCheck("eos", _has_history, _eos_run),
+    "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
+}
+
+
+def read_config(run_dir: Path) -> dict[str, Any]:
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def suite_names(config: dict[str, Any]) -> list[str]:
+    """The suites a run's config names; a run from before ``checker_suites``: its workload's."""
+    names = config.get("checker_suites")
+    if names is None:
+        workload = config.get("workload", (config.get("options") or {}).get("workload"))
+        names = [workload or "eos"]
+    return [str(n) for n in names]
+
+
+def checks_for(run_dir: Path, config: dict[str, Any]) -> list[RunDirCheck]:
+    """The checks that apply to ``run_dir``, evidence first; an unknown suite is an error."""
+    unknown = [n for n in suite_names(config) if n not in SUITES]
+    if unknown:
+        raise CheckerInputError(f"no checker suite named {', '.join(unknown)} (config.json)")
+    checks = [EVIDENCE] + [SUITES[n] for n in suite_names(config)]
+    return [c for c in checks if c.applies(run_dir)]

@@ -1,0 +1,169 @@
+"""The eos workload's driver: seed, run K processors under faults, drain, tally the drain.
+
+Phases: set up topics, start the processors and wait for a stable group, start the nemeses,
+feed the pipeline for the time limit, stop and heal the nemeses, drain, stop the processors,
+record the final state. The drain tally is plain counts printed beside the checkers' verdict;
+the verdict (order, zombies, aborted reads, torn transactions, broker logs) is the checkers'.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.run.drive import Drive, Outcome, RunSummary, Workload
+from workloads.eos import SPEC, EosWorkload
+
+if TYPE_CHECKING:
+    from history import Op
+
+
+@dataclass
+class WorkloadClients:
+    """The eos workload as nemeses see it (satisfies ``nemeses.control.ClientControl``)."""
+
+    workload: Any
+    bootstrap: str
+    group_id: str
+    input_topic: str
+    output_topic: str
+    session_timeout_s: float
+    transaction_timeout_s: float
+    pause_at_commit: bool = True
+
+    def processor_pids(self) -> dict[int, int]:
+        return self.workload.processor_pids()
+
+    def transactional_ids(self) -> dict[int, str]:
+        return self.workload.transactional_ids()
+
+
+def drive(d: Drive) -> Outcome:
+    eos = d.options.workload_options
+    with EosWorkload(eos, d.cluster, d.run_dir) as workload:
+        clients = WorkloadClients(
+            workload,
+            d.cluster.bootstrap,
+            eos.group_id,
+            eos.input_topic,
+            eos.output_topic,
+            eos.session_timeout_ms / 1000,
+            eos.transaction_timeout_ms / 1000,
+        )
+        try:
+            workload.setup()
+            # Kafka's Java copier exits once it has copied what its partitions held when they
+            # were assigned, so it is fed first and then copies while the faults run.
+            java = eos.client == "java"
+            if java:
+                workload.seed(d.options.time_limit, threading.Event())
+            workload.start_processors()
+            if not java:
+                workload.wait_stable(timeout=60 + eos.session_timeout_ms / 1000)
+            with d.faults(workload, clients):
+                if not java:
+                    workload.seed(d.options.time_limit, threading.Event())
+            drained = workload.finish()
+        finally:
+            workload.close()
+    seeded = workload.seed_result.seconds if workload.seed_result else 0
+    return Outcome(drained, {"seeded_seconds": round(seeded, 3)})
+
+
+def drain_tally(ops: Iterable[Op]) -> dict[str, Any]:
+    """Counts from the final read_committed drain of the output topic against the seeder's
+    acknowledged values: outputs, distinct seeded inputs covered, inputs output more than
+    once (same source partition+offset), seeded values missing, outputs of no seeded value.
+    Counts only: what they mean for the run is the checkers' to say."""
+    from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
+
+    seeded: set[str] = set()
+    sources: Counter[tuple[str | None, str | None]] = Counter()
+    covered: set[str] = set()
+    unexpected = 0
+    outputs = 0
+    complete = True
+    for op in ops:
+        value = op.get("value")
+        if op["process"] == "seeder" and op["f"] == "send" and op["type"] in ("ok", "info"):
+            seeded.update(v for v, _, offset in value["values"] if offset is not None)
+        elif (
+            op["process"] == "final"
+            and op["f"] == "read"
+            and op["type"] != "invoke"
+            and value["isolation"] == "read_committed"
+        ):
+            complete = complete and op["type"] == "ok"
+            for _offset, _key, out, headers in value["records"]:
+                outputs += 1
+                source = input_of(out)
+                # Outputs of a client that writes no source headers (the Java copier) are
+                # identified by their value, which is unique per seeded input.
+                if H_SRC_OFFSET in headers:
+                    sources[(headers.get(H_SRC_PARTITION), headers.get(H_SRC_OFFSET))] += 1
+                else:
+                    sources[("value", source or out)] += 1
+                if source in seeded:
+                    covered.add(source)
+                else:
+                    unexpected += 1
+    return {
+        "seeded": len(seeded),
+        "committed_outputs": outputs,
+        "distinct_inputs": len(covered),
+        "duplicates": sum(n - 1 for n in sources.values() if n > 1),
+        "missing": len(seeded - covered),
+        "unexpected": unexpected,
+        "complete_read": complete,
+    }
+
+
+def tally_line(s: dict[str, Any]) -> str:
+    return (
+        f"final drain: {s['seeded']} seeded, {s['committed_outputs']} committed outputs "
+        f"({s['distinct_inputs']} distinct inputs), {s['duplicates']} duplicated, "
+        f"{s['missing']} missing, {s['unexpected']} unexpected"
+        + ("" if s["complete_read"] else " (final read incomplete)")
+    )
+
+
+def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
+    """Throughput of the processors: committed transactions and records per second of the
+    span from the first transaction invoke to the last completion."""
+    first = last = None
+    txns = aborted = records = 0
+    instances: set[Any] = set()
+    for op in ops:
+        if op["f"] != "txn" or not isinstance(op["process"], int):
+            continue
+        instances.add(op["process"])
+        if op["type"] == "invoke":
+            first = op["time"] if first is None else first
+            continue
+        last = op["time"]
+        if op["type"] == "ok":
+            txns += 1
+            records += len(op["value"]["outputs"])
+        else:
+            aborted += 1
+    span = (last - first) / 1e9 if first is not None and last is not None else 0.0
+    return {
+        "instances": len(instances),
+        "txns_committed": txns,
+        "txns_not_committed": aborted,
+        "records_committed": records,
+        "span_s": round(span, 3),
+        "txns_per_s": round(txns / span, 1) if span else 0.0,
+        "records_per_s": round(records / span, 1) if span else 0.0,
+    }
+
+
+def summarize(ops: list[Op]) -> RunSummary:
+    tally = drain_tally(ops)
+    return RunSummary(tally, tally_line(tally), run_stats(ops))
+
+
+WORKLOAD = Workload(SPEC, drive, summarize)

@@ -1,0 +1,112 @@
+"""The registry of workloads: the one place the harness learns which workloads exist.
+
+A workload is its declaration (``workloads.<name>.SPEC``: options, flags, history files,
+checker suite names, figures) composed with its driver (``harness.run.drivers.<name>``).
+The runner, ``python -m harness run``, the campaign, the matrix, the pytest plugin and the
+report look workloads up here by name; none of them names one. Adding a workload is a module
+in ``workloads/``, a driver in ``harness/run/drivers/``, a line in :data:`BUILTIN` and, for a
+new kind of check, a suite in ``checkers.suites``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from common.errors import HarnessError
+from harness.run.drive import Workload
+from harness.run.drivers import eos, queue
+from harness.run.options import RunOptions
+from workloads.spec import Option, WorkloadSpec
+
+BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD)
+
+_REGISTRY: dict[str, Workload] = {w.name: w for w in BUILTIN}
+
+
+def register(workload: Workload) -> Workload:
+    """Make a workload known (a test registers a fake one; returns it for chaining)."""
+    _REGISTRY[workload.name] = workload
+    return workload
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Workload:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise HarnessError(f"unknown workload {name!r} (known: {', '.join(names())})") from None
+
+
+def spec_of(name: str | None) -> WorkloadSpec | None:
+    """The declaration of a stored run's workload (None for one no longer registered)."""
+    workload = _REGISTRY.get(name or "eos")
+    return workload.spec if workload else None
+
+
+def complete(options: RunOptions) -> RunOptions:
+    """``options`` with its workload's options filled in (the defaults, seeded with the run's
+    seed, when none were given), validated and adjusted to the run by the driver."""
+    workload = get(options.workload)
+    wopts = options.workload_options
+    if wopts is None:
+        wopts = workload.spec.options_from_dict({"seed": options.seed})
+    elif not isinstance(wopts, workload.spec.options_type):
+        raise HarnessError(
+            f"workload {options.workload} takes {workload.spec.options_type.__name__}, "
+            f"got {type(wopts).__name__}"
+        )
+    wopts.validate()
+    return workload.prepare(replace(options, workload_options=wopts))
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def _flags() -> list[Option]:
+    """Every flag of every workload, each once (the first declaration's parsing)."""
+    seen: dict[str, Option] = {}
+    for w in _REGISTRY.values():
+        for o in w.spec.cli:
+            seen.setdefault(o.dest, o)
+    return list(seen.values())
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """``--workload`` and the flags of every workload; a flag's help names who reads it."""
+    p.add_argument("--workload", choices=names(), default="eos")
+    readers: dict[str, list[str]] = {}
+    for w in _REGISTRY.values():
+        for o in w.spec.cli:
+            readers.setdefault(o.dest, []).append(f"{w.name}: {o.help}" if o.help else w.name)
+    for o in _flags():
+        kwargs: dict[str, Any] = {"dest": o.dest, "default": argparse.SUPPRESS}
+        kwargs["help"] = "; ".join(readers[o.dest])
+        if o.action:
+            kwargs["action"] = o.action
+        else:
+            kwargs["type"] = o.type
+            kwargs["metavar"] = o.metavar
+            if o.choices:
+                kwargs["choices"] = o.choices
+        p.add_argument(o.flag, **kwargs)
+
+
+def workload_options_from_args(args: argparse.Namespace, seed: int) -> Any:
+    """The options of ``args.workload`` from the parsed flags. A flag of another workload is
+    an error: a command line never carries an option that does nothing."""
+    spec = get(args.workload).spec
+    mine = {o.dest for o in spec.cli}
+    foreign = sorted(o.flag for o in _flags() if hasattr(args, o.dest) and o.dest not in mine)
+    if foreign:
+        raise HarnessError(f"{', '.join(foreign)}: not an option of --workload {spec.name}")
+    values = {o.field: getattr(args, o.dest) for o in spec.cli if hasattr(args, o.dest)}
+    return spec.options_from_dict({**values, "seed": seed})
