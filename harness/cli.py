@@ -18,6 +18,8 @@ from pathlib import Path
 from common.errors import HarnessError
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 
+log = logging.getLogger("harness.cli")
+
 
 def _cmd_install(args: argparse.Namespace) -> int:
     from harness.kafka.install import ensure_installed
@@ -91,10 +93,40 @@ def _cmd_reap(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Run one test (``harness.run.runner``) and print its summary."""
-    from harness.run.runner import run_command
+    """``python -m harness run``: one test with live progress, then the checkers' verdict
+    as a summary table and as the exit status (0 valid, 1 invalid, 2 cannot judge). The
+    report is drawn here, above the run room, because the report reads the run's files and
+    the workloads' declarations, never the other way round."""
+    from harness.report import write_report
+    from harness.run.progress import LiveProgress
+    from harness.run.runner import options_from_args, run, start_run_dir
+    from harness.run.summary import print_summary
+    from harness.run.verdict import exit_status
 
-    return run_command(args)
+    options = options_from_args(args)
+    t0 = time.monotonic()
+    run_dir = start_run_dir(options)
+    print(f"run: {run_dir} (seed {options.seed})", flush=True)
+    with LiveProgress(run_dir, options.time_limit) as progress:
+        result = run(options, run_dir=run_dir, on_phase=progress.set_phase)
+    verdict = result.verdict or {"valid": "unknown", "anomalies": {}}
+    stats = result.stats
+    if not result.drained:
+        stats = {**stats, "note": "the final phase (drain, final reads) did not complete"}
+    report: Path | None = None
+    try:
+        report = write_report(run_dir)
+    except Exception as exc:  # a failure to draw must not hide the run's outcome
+        log.error("writing the report of %s failed: %s", run_dir, exc)
+    print_summary(
+        verdict,
+        run_dir,
+        report,
+        stats=stats,
+        tally=result.tally_line,
+        seconds=time.monotonic() - t0,
+    )
+    return exit_status(verdict)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:

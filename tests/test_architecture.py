@@ -25,6 +25,17 @@ ALLOWED = {
 }
 
 
+#: Rooms inside ``harness``: which other rooms each may import (``harness`` top-level
+#: modules such as ``storefiles`` and ``cli`` are not rooms and may import any room).
+HARNESS_ROOMS = {
+    "kafka": set(),
+    "substrate": {"kafka"},
+    "run": {"kafka", "substrate"},
+    "report": {"run"},
+    "nightly": {"kafka", "substrate", "run", "report"},
+}
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -75,6 +86,24 @@ def test_packages_import_only_what_their_room_may(graph: dict[str, set[str]]) ->
             if other != top and other not in ALLOWED[top]:
                 wrong.append(f"{mod} -> {dep}")
     assert not wrong, "imports against the direction of the arrows:\n" + "\n".join(sorted(wrong))
+
+
+def test_harness_rooms_point_one_way(graph: dict[str, set[str]]) -> None:
+    """Kafka knows nothing of clusters, the substrate nothing of runs, the nightly jobs sit
+    on top of the run (docs/architecture.md)."""
+    wrong = []
+    for mod, deps in graph.items():
+        parts = mod.split(".")
+        if parts[0] != "harness" or len(parts) < 3 or parts[1] not in HARNESS_ROOMS:
+            continue
+        room = parts[1]
+        for dep in deps:
+            dparts = dep.split(".")
+            if dparts[0] != "harness" or len(dparts) < 2 or dparts[1] == room:
+                continue
+            if dparts[1] in HARNESS_ROOMS and dparts[1] not in HARNESS_ROOMS[room]:
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "harness rooms importing against the arrows:\n" + "\n".join(sorted(wrong))
 
 
 def test_no_import_cycle(graph: dict[str, set[str]]) -> None:

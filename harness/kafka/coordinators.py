@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from common.errors import HarnessError
 
-if TYPE_CHECKING:
-    from harness.substrate.api import Cluster
+
+class Cluster(Protocol):
+    """What asking the brokers needs of a cluster (both substrate backends have it)."""
+
+    @property
+    def internal_bootstrap(self) -> str: ...
+
+    def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
 
 
 def java_string_hash(text: str) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from checkers.anomalies import describe, found
 from harness.report.data import RunData, flagged_values, load_run
 from harness.report.plots import fault_colors, throughput_latency, timeline
 
@@ -65,12 +66,10 @@ def _verdict(data: RunData) -> tuple[str, str]:
     return "unknown", "not checked"
 
 
-def _count(r: dict[str, Any]) -> int:
-    """Anomalies a checker found: eos checkers say ``count``, the others ``anomalies``."""
-    if isinstance(r.get("count"), int):
-        return r["count"]
-    anomalies = r.get("anomalies")
-    return sum(v for v in anomalies.values() if isinstance(v, int)) if anomalies else 0
+def by_type(name: str, r: dict[str, Any]) -> dict[str, int]:
+    """Counts per anomaly type of one checker's result, read the one way the checkers define
+    (``checkers.anomalies.found``), so the table, the headings and the index agree."""
+    return {t: n for _, t, n in found({"checkers": {name: r}})}
 
 
 def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -90,8 +89,8 @@ def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]
                 {
                     "valid": {"valid": "valid", "invalid": "INVALID"}.get(cls, "unknown"),
                     "cls": cls,
-                    "count": _count(r),
-                    "anomalies": r.get("anomalies") or {},
+                    "count": sum(by_type(name, r).values()),
+                    "anomalies": by_type(name, r),
                     "error": r.get("error", ""),
                 },
             )
@@ -110,24 +109,27 @@ def _examples_of(src: dict[str, Any], name: str) -> dict[str, list[Any]]:
     return {}
 
 
-def _anomalies(results: dict[str, Any] | None) -> list[tuple[str, int, list[dict[str, Any]]]]:
-    """Per anomaly type: how many were found, and the first examples, each with the values
-    it names (linked to their journeys) and its JSON."""
+def _anomalies(
+    results: dict[str, Any] | None,
+) -> list[tuple[str, int, str, list[dict[str, Any]]]]:
+    """Per anomaly type: how many were found, what the type means (its one definition in
+    ``checkers.anomalies``), and the first examples, each with the values it names (linked
+    to their journeys) and its JSON."""
     if not results:
         return []
     merged: dict[str, list[Any]] = {}
     counts: dict[str, int] = {}
+    summaries: dict[str, str] = {}
     sources = [("checker", results)] + [
         (n, c) for n, c in (results.get("checkers") or {}).items() if isinstance(c, dict)
     ]
     for name, src in sources:
         for kind, examples in _examples_of(src, name).items():
             merged.setdefault(kind, []).extend(examples)
-        if src is not results:
-            for kind, n in (src.get("anomalies") or {}).items():
-                counts[kind] = max(counts.get(kind, 0), n if isinstance(n, int) else 0)
-            if isinstance(src.get("count"), int):
-                counts[name] = max(counts.get(name, 0), src["count"])
+            summaries.setdefault(kind, describe(kind, name) or describe(kind))
+    for checker, kind, n in found(results):
+        counts[kind] = max(counts.get(kind, 0), n)
+        summaries[kind] = describe(kind, checker) or summaries.get(kind, "")
     out = []
     for kind, exs in sorted(merged.items()):
         shown = [
@@ -138,7 +140,7 @@ def _anomalies(results: dict[str, Any] | None) -> list[tuple[str, int, list[dict
             }
             for e in exs[:MAX_EXAMPLES]
         ]
-        out.append((kind, counts.get(kind, len(exs)), shown))
+        out.append((kind, counts.get(kind, len(exs)), summaries.get(kind, ""), shown))
     return out
 
 

@@ -23,6 +23,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from checkers.anomalies import found
 from common.errors import HarnessError
 from harness.storefiles import read_json_dict
 
@@ -49,15 +50,8 @@ def anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
     """Anomaly type -> count over every checker (eos checkers report ``count``, the others an
     ``anomalies`` map), zero counts left out."""
     counts: dict[str, int] = {}
-    sources = [("", results)] + [
-        (n, c) for n, c in (results.get("checkers") or {}).items() if isinstance(c, dict)
-    ]
-    for name, src in sources:
-        for kind, n in (src.get("anomalies") or {}).items():
-            if isinstance(n, int) and n > 0:
-                counts[kind] = max(counts.get(kind, 0), n)
-        if name and isinstance(src.get("count"), int) and src["count"] > 0:
-            counts[name] = max(counts.get(name, 0), src["count"])
+    for _, kind, n in found(results):
+        counts[kind] = max(counts.get(kind, 0), n)
     return dict(sorted(counts.items()))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from checkers.anomalies import found
 from harness.run.verdict import explain
 
 
@@ -25,13 +26,11 @@ def summary_table(verdict: dict[str, Any]) -> Table:
     if not checkers:  # results.json of a queue run stored before the checker suites
         checkers = {"queue": verdict}
     for name, res in checkers.items():
-        counts = res.get("anomalies")
-        if counts is None:
-            counts = {name: res.get("count", 0)} if res.get("count") else {}
-        found = ", ".join(f"{t} x{n}" for t, n in sorted(counts.items()) if n) or "-"
+        counts = {t: n for _, t, n in found({"checkers": {name: res}})}
+        listed = ", ".join(f"{t} x{n}" for t, n in sorted(counts.items())) or "-"
         if res.get("valid") == "unknown":
-            found = str(res.get("error", "could not run"))
-        table.add_row(name, _mark(res.get("valid")), found)
+            listed = str(res.get("error", "could not run"))
+        table.add_row(name, _mark(res.get("valid")), listed)
     for part, res in (verdict.get("liveness") or {}).items():
         if isinstance(res, dict) and "valid" in res:
             note = "-"

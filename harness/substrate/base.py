@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from common.errors import HarnessError
 from common.waits import wait_for
-from harness.kafka import coordinators, readiness, tools
+from harness.kafka import coordinators, tools
 from harness.kafka.wire import fetch_metadata, fetch_partitions
+from harness.substrate import readiness
 from harness.substrate.api import ClusterConfig, default_broker_settings, new_cluster_id
 from harness.substrate.runstate import MARKER_ENV, new_run_id
 from harness.substrate.toxiproxy import Toxiproxy, proxy_name
