@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from checkers.anomalies import describe
 from harness.report.browser import check_page
 from harness.report.data import load_run
 from harness.report.render import _anomalies
@@ -91,9 +92,11 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
     data = load_run(run_dir)
     assert data.processes and data.committed and data.seeded and data.txn_latency
     queue = results["checkers"]["queue"]
-    for kind, count, _examples in _anomalies(results):
+    for kind, count, summary, _examples in _anomalies(results):
         assert count == queue["anomalies"][kind], kind  # "N found" as the checker counted
         assert f"{kind}: {count} found" in page.text
+        # What the type means, from its one definition (checkers.anomalies).
+        assert summary and summary == describe(kind, "queue") and summary in page.text
     repro = page.text[page.text.index("python -m harness run") :].splitlines()[0]
     assert "--workload queue --sub-via assign --processors 3" in repro
     assert "--seed 4" in repro and "--time-limit 20" in repro

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from checkers.anomalies import describe
 from harness.report import write_report
 from harness.report.browser import check_page
 
@@ -74,6 +75,7 @@ def test_failure_report_in_chromium(kafka_cluster, harness_store) -> None:  # ty
             "#verdict.invalid",
             "#checkers tr.checker",
             "#anomalies details.example",
+            "#anomalies p.anomaly-summary",
             "#journeys table.journey",
             "#journeys tr.fault",
             "img.fault-bands",
@@ -89,6 +91,9 @@ def test_failure_report_in_chromium(kafka_cluster, harness_store) -> None:  # ty
     # The anomaly examples and the journeys of the values they name are on the page.
     assert c["#anomalies details.example"] >= 1
     assert "duplicate" in page.text
+    # Each type found is explained by its one definition (checkers.anomalies).
+    assert c["#anomalies p.anomaly-summary"] >= 1
+    assert describe("duplicate", "duplicate") in page.text
     assert c["#journeys table.journey"] >= 1, "no journey of a flagged value"
     # Both figures show fault bands, and the faults are listed.
     assert c["img.fault-bands"] == 2

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.run.options import RunContext
+
 if TYPE_CHECKING:
-    from harness.run.options import Nemesis, RunContext, RunOptions
+    from harness.run.options import Nemesis, RunOptions
     from harness.substrate.api import Cluster
     from history import Op
     from workloads.spec import WorkloadSpec
@@ -40,8 +42,6 @@ class Drive:
         """The nemeses act while this is open; at its end every started one is stopped and
         healed (even when the block or a start failed), so the driver's last phase (a drain,
         final reads) sees a whole cluster."""
-        from harness.run.options import RunContext
-
         ctx = RunContext(self.cluster, workload, self.options, self.run_dir, clients)
         started: list[Nemesis] = []
         try:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+from history import Recorder
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
-    from history import Recorder
     from nemeses.control import ClientControl
     from workloads.spec import WorkloadOptions
 
@@ -87,8 +87,6 @@ class RunContext:
 
     def recorder(self, process: str, meta: dict[str, Any] | None = None) -> Recorder:
         """A history file of its own for a nemesis (``processes/<process>.jsonl``)."""
-        from history import Recorder
-
         return Recorder(self.processes_dir / f"{process}.jsonl", process, meta)
 
 

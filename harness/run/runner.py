@@ -32,10 +32,19 @@ from typing import TYPE_CHECKING, Any
 from common.errors import HarnessError
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.run.drive import Drive
+from harness.run.nemesis import ScheduledNemesis, kinds_for
 from harness.run.options import Nemesis, RunOptions
-from harness.run.workloads import complete
+from harness.run.verdict import judge
+from harness.run.workloads import (
+    add_workload_arguments,
+    complete,
+    workload_options_from_args,
+)
 from harness.run.workloads import get as get_workload
 from harness.storefiles import new_unique_dir
+from harness.substrate.api import ClusterConfig
+from harness.substrate.backends import add_backend_argument, open_cluster
+from history import load_history, merge_histories
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
@@ -45,8 +54,6 @@ log = logging.getLogger("harness.runner")
 
 def build_nemeses(options: RunOptions) -> list[Nemesis]:
     """The run's fault injectors: one scheduled nemesis unless ``--nemesis none``."""
-    from harness.run.nemesis import ScheduledNemesis, kinds_for
-
     # Validates the spec before a cluster exists.
     if options.replay is None and not kinds_for(options, netns=True):
         return []
@@ -112,8 +119,6 @@ def execute(
     Tests call this with their session cluster (and unique topic names); ``run`` calls it
     with a fresh cluster whose evidence is stored in the same directory.
     """
-    from history import load_history, merge_histories
-
     options = complete(options)
     workload = get_workload(options.workload)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -153,10 +158,6 @@ def run(
     """One complete test on a fresh cluster whose evidence goes into the run directory,
     judged by the checkers once the cluster is gone (its log dumps are part of the evidence).
     """
-    from harness.run.verdict import judge
-    from harness.substrate.api import ClusterConfig
-    from harness.substrate.backends import open_cluster
-
     options = complete(options)
     nemeses = build_nemeses(options) if nemeses is None else nemeses
     run_dir = run_dir or start_run_dir(options)
@@ -211,9 +212,6 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``python -m harness run`` (the subparser itself lives in harness.cli):
     the run's own, then ``--workload`` and every registered workload's flags."""
-    from harness.run.workloads import add_workload_arguments
-    from harness.substrate.backends import add_backend_argument
-
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds of load")
     p.add_argument("--seed", type=int, default=None, help="RNG seed (default: random)")
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
@@ -240,8 +238,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
-    from harness.run.workloads import workload_options_from_args
-
     if args.time_limit <= 0:
         raise HarnessError("--time-limit must be positive")
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)

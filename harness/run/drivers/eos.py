@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.run.drive import Drive, Outcome, RunSummary, Workload
+from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
 from workloads.eos import SPEC, EosWorkload
 
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ def drain_tally(ops: Iterable[Op]) -> dict[str, Any]:
     acknowledged values: outputs, distinct seeded inputs covered, inputs output more than
     once (same source partition+offset), seeded values missing, outputs of no seeded value.
     Counts only: what they mean for the run is the checkers' to say."""
-    from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
-
     seeded: set[str] = set()
     sources: Counter[tuple[str | None, str | None]] = Counter()
     covered: set[str] = set()
