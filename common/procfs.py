@@ -29,3 +29,19 @@ def process_start(pid: int) -> str | None:
     """Field 22 of ``stat`` (start time in clock ticks since boot), None if gone."""
     fields = stat_fields(pid)
     return fields[19] if fields and len(fields) > 19 else None
+
+
+def catches_signal(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` (``SigCgt`` in ``/proc/<pid>/status``).
+
+    A signal whose default action ends the process must not reach one that has not yet
+    installed its handler (a processor still starting).
+    """
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    return False

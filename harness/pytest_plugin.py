@@ -163,7 +163,7 @@ def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Ca
     ) -> Iterator[Engine]:
         seed = request.config.getoption("--seed") if seed is None else seed
         schedule = generate(
-            parse_kinds(kinds),
+            parse_kinds(kinds, hooks=bool(getattr(clients, "hooks", False))),
             seed=seed or 0,
             time_limit=time_limit,
             interval=interval,

@@ -109,7 +109,7 @@ def test_broken_variant_is_caught(scenario, spark, variant, extra, caught_as) ->
 
 @pytest.mark.parametrize(
     ("txn", "sub_via", "kinds"),
-    [(True, "assign", "pause,kill-processor"), (False, "subscribe", "client-cut")],
+    [(True, "assign", "pause,crash-clients"), (False, "subscribe", "client-cut")],
 )
 def test_queue_is_valid(scenario, txn, sub_via, kinds) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(

@@ -54,5 +54,17 @@ class ClientControl(Protocol):
     #: True when processors stop themselves at their next offset commit on SIGUSR1.
     pause_at_commit: bool
 
+    #: True when processors can be armed to kill or stop themselves at a protocol moment
+    #: (``nemeses.moments.MOMENTS``); False for clients without hook points.
+    hooks: bool
+
     def processor_pids(self) -> dict[int, int]: ...
     def transactional_ids(self) -> dict[int, str]: ...
+
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        """Make ``instance`` kill or stop itself at moment ``at`` (empty: disarm)."""
+        ...
+
+    def fired_hook(self, instance: int) -> dict[str, Any] | None:
+        """The armed moment that fired (``at``, ``action``, ``txn``, ``pid``), or None."""
+        ...

@@ -133,6 +133,7 @@ class Nemesis:
         kind = KINDS[event.kind]
         value = {"kind": event.kind, "targets": details.get("targets")}
         self._record("invoke", "stop", value)
+        result: dict[str, Any] = {}
         try:
             result = kind.stop(self.ctx, details)
         except Exception as exc:
@@ -146,6 +147,8 @@ class Nemesis:
         entry = self._entries.pop(id(details), None)
         if entry is not None:
             entry["stopped_at"] = round(self.elapsed(), 3)
+            if result.get("hit") is not None:  # which armed moments fired (crash-clients)
+                entry["hit"] = result["hit"]
 
     def heal_all(self) -> None:
         """Undo every active fault (newest first), then heal whatever else remains."""

@@ -1,7 +1,10 @@
 """The registry of fault kinds: name -> how to choose parameters, start, stop.
 
 ``--nemesis partition,pause,kill`` names kinds from here; ``all`` means every kind that can
-run in the environment (partitions need namespaces; processor faults need processors).
+run in the environment (partitions need namespaces; processor faults need processors;
+moment-aimed faults need processors with hook points). A ``stream`` kind is not one of the
+one-after-another faults: it runs as a steady stream of its own beside them (Jepsen's
+crash-clients), so processors keep crashing whatever the broker faults do.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class FaultKind:
     needs_clients: bool = False
     instant: bool = False  # the whole fault happens in start (e.g. a rolling restart)
     zombie: bool = False  # duration must exceed the processors' session timeout
+    needs_hooks: bool = False  # processors must be able to act at a protocol moment
+    stream: bool = False  # a steady stream beside the other faults (see schedule.generate)
     description: str = ""
 
 
@@ -115,6 +120,36 @@ KINDS: dict[str, FaultKind] = {
             description="SIGKILL a processor; the workload starts a new instance",
         ),
         FaultKind(
+            "crash-clients",
+            f.crash_params,
+            f.crash_start,
+            f.crash_stop,
+            needs_clients=True,
+            stream=True,
+            description="a steady stream of processor crashes, each armed to SIGKILL "
+            "itself at a protocol moment (between produce, offset commit and EndTxn); "
+            "a plain SIGKILL for clients without hook points",
+        ),
+        FaultKind(
+            "pause-at",
+            f.moment_params,
+            f.pause_at_start,
+            f.processor_pause_stop,
+            needs_clients=True,
+            needs_hooks=True,
+            description="a processor SIGSTOPs itself at a protocol moment, SIGCONT at the end",
+        ),
+        FaultKind(
+            "coordinator-at",
+            f.coordinator_params,
+            f.coordinator_at_start,
+            f.coordinator_at_stop,
+            needs_clients=True,
+            needs_hooks=True,
+            description="pause, isolate or client-cut a processor's transaction or group "
+            "coordinator while its EndTxn or offset commit is about to go out",
+        ),
+        FaultKind(
             "hijack",
             f.processor_params,
             f.hijack_start,
@@ -127,17 +162,31 @@ KINDS: dict[str, FaultKind] = {
 }
 
 
-def parse_kinds(spec: str, *, netns: bool = True, clients: bool = True) -> list[str]:
+def skipped_by_all(
+    *, netns: bool = True, clients: bool = True, hooks: bool = True
+) -> dict[str, str]:
+    """The kinds ``all`` leaves out in this environment, each with the reason."""
+    out = {}
+    for k in KINDS.values():
+        if k.needs_netns and not netns:
+            out[k.name] = "partitions need network namespaces (root)"
+        elif k.needs_clients and not clients:
+            out[k.name] = "no workload processors"
+        elif k.needs_hooks and not hooks:
+            out[k.name] = "the client has no protocol hook points"
+    return out
+
+
+def parse_kinds(
+    spec: str, *, netns: bool = True, clients: bool = True, hooks: bool = True
+) -> list[str]:
     """``"all"``, ``"none"`` or a comma list; unknown names are a one-line ValueError."""
     spec = spec.strip()
     if spec in ("", "none"):
         return []
     if spec == "all":
-        return [
-            k.name
-            for k in KINDS.values()
-            if (netns or not k.needs_netns) and (clients or not k.needs_clients)
-        ]
+        skipped = skipped_by_all(netns=netns, clients=clients, hooks=hooks)
+        return [name for name in KINDS if name not in skipped]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in KINDS]
     if unknown:
@@ -146,4 +195,6 @@ def parse_kinds(spec: str, *, netns: bool = True, clients: bool = True) -> list[
         raise ValueError("partition faults need network namespaces (run as root)")
     if not clients and any(KINDS[n].needs_clients for n in names):
         raise ValueError("processor faults need a workload with processors")
+    if not hooks and any(KINDS[n].needs_hooks for n in names):
+        raise ValueError("moment-aimed faults need processors with hook points")
     return list(dict.fromkeys(names))

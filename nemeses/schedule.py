@@ -14,9 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nemeses.faults import MOMENTS, crash_moments
 from nemeses.kinds import KINDS
 
 SCHEDULE_FORMAT = 1
+#: Seconds between two events of a stream kind (crash-clients), and how long each event's
+#: processors stay armed: short enough that every moment of the cycle comes up in 60 s,
+#: long enough apart that processors rejoin and commit between crashes.
+STREAM_INTERVAL = 8.0
+STREAM_WINDOW = 6.0
 
 
 @dataclass
@@ -35,6 +41,8 @@ class Schedule:
     interval: float
     duration: float
     events: list[Event] = field(default_factory=list)
+    #: Kinds ``all`` left out in this environment, with the reason.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self, executed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         out = {"schedule_format": SCHEDULE_FORMAT, **asdict(self)}
@@ -56,15 +64,27 @@ def generate(
     nodes: int = 3,
     has_clients: bool = True,
     session_timeout_s: float = 10.0,
+    skipped: dict[str, str] | None = None,
 ) -> Schedule:
-    """Faults one after another: ``interval`` of calm, then a fault for about ``duration``."""
+    """Faults one after another: ``interval`` of calm, then a fault for about ``duration``;
+    beside them, each stream kind every ``STREAM_INTERVAL`` seconds from the start."""
     rng = random.Random(seed)
-    sched = Schedule(seed, list(kinds), time_limit, interval, duration)
-    if not kinds:
-        return sched
+    sched = Schedule(seed, list(kinds), time_limit, interval, duration, skipped=dict(skipped or {}))
+    streams = [k for k in kinds if KINDS[k].stream]
+    serial = [k for k in kinds if not KINDS[k].stream]
+    for name in streams:
+        order = rng.sample(MOMENTS, len(MOMENTS))
+        t, n = STREAM_INTERVAL / 2, 0
+        while t < time_limit - 1:
+            params = {
+                **KINDS[name].params(rng, nodes, has_clients),
+                "moments": crash_moments(order, n),
+            }
+            sched.events.append(Event(round(t, 1), name, params, STREAM_WINDOW))
+            t, n = t + STREAM_INTERVAL, n + 1
     t = interval
-    while t < time_limit - 1:
-        name = rng.choice(kinds)
+    while serial and t < time_limit - 1:
+        name = rng.choice(serial)
         kind = KINDS[name]
         params = kind.params(rng, nodes, has_clients)
         if kind.instant:
@@ -75,6 +95,7 @@ def generate(
             dur = round(rng.uniform(0.5 * duration, 1.5 * duration), 1)
         sched.events.append(Event(round(t, 1), name, params, dur))
         t += max(dur, 1.0) + interval
+    sched.events.sort(key=lambda e: e.at)
     return sched
 
 
@@ -100,6 +121,7 @@ def load(path: Path) -> Schedule:
             float(data["interval"]),
             float(data["duration"]),
             events,
+            dict(data.get("skipped") or {}),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"schedule {path}: malformed event or field ({exc})") from None

@@ -38,6 +38,8 @@ def _slot_pick(items: list[Any], pick: int) -> Any:
 def resolve_broker(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]:
     """The node a broker role points at now, with a human reason."""
     role = params.get("role", "random")
+    if role == "fixed":  # resolved already by a fault that aims at one client's coordinator
+        return int(params["node"]), str(params.get("why", f"node {params['node']}"))
     pick = int(params.get("pick", 0))
     cluster, clients = ctx.cluster, ctx.clients
     node: int | None = None

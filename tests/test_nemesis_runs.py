@@ -204,3 +204,69 @@ def test_ctrl_c_during_a_partition_and_a_pause_leaves_nothing(tmp_path: Path) ->
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [line for line in ns.splitlines() if line.startswith(f"kh{slot}n")]
     assert "Traceback" not in proc.stderr.read()
+
+
+def _nemesis_ops(ops: list[dict[str, Any]], f: str) -> list[dict[str, Any]]:
+    return [o for o in ops if o["process"] == "nemesis" and o["f"] == f and o["type"] == "ok"]
+
+
+def test_crash_clients_kills_processors_at_their_moments(
+    kafka_cluster, harness_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Armed kills land where they were aimed: the history says which moment fired in which
+    transaction, that transaction stays open in the dead instance's history, and an
+    at-least-once client killed between its outputs and its offset commit duplicates."""
+    moments = ["after-flush", "before-offsets", "during-commit"]
+    params = {"pick": 0, "delay_ms": 5, "moments": moments}
+    sched = _write_schedule(tmp_path / "s.json", [Event(3.0, "crash-clients", params, 8.0)], 20)
+    options = _options("crash", 20.0, variant="at-least-once")
+    options.replay = sched
+    result = _run(kafka_cluster, harness_store, options)
+    ops = load_history(result.history)
+    (stop,) = _nemesis_ops(ops, "stop")
+    hits = stop["value"]["hit"]
+    assert hits, stop["value"]
+    for hit in hits:
+        assert hit["at"] in moments and hit["txn"] >= 1
+        mine = [o for o in ops if o["process"] == hit["instance"] and o["f"] == "txn"]
+        last = mine[-1]
+        assert last["type"] == "invoke" and last["value"]["txn"] == hit["txn"], last
+    executed = json.loads((result.run_dir / "schedule.json").read_text())["executed"]
+    assert executed[0]["hit"] == hits
+    if any(h["at"] in ("after-flush", "before-offsets") for h in hits):
+        assert result.summary["duplicates"] > 0, result.summary
+
+
+def test_coordinator_at_pauses_the_txn_coordinator_as_end_txn_goes_out(
+    kafka_cluster, harness_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The processor stops itself before its commit, its own transaction coordinator is
+    paused, it continues into it; the correct client stays exactly-once."""
+    params = {"pick": 1, "at": "before-commit", "fault": "pause", "mode": "down"}
+    sched = _write_schedule(tmp_path / "s.json", [Event(3.0, "coordinator-at", params, 5.0)], 20)
+    options = _options("coord", 20.0)
+    options.replay = sched
+    result = _run(kafka_cluster, harness_store, options)
+    ops = load_history(result.history)
+    (start,) = _nemesis_ops(ops, "start")
+    value = start["value"]
+    assert value["at"] == "before-commit" and value["fault"] == "pause"
+    instance, txn = value["processor"], value["txn"]
+    tids = {
+        o["process"]: o["value"]["transactional_id"]
+        for o in ops
+        if o["f"] == "start" and o["type"] == "ok" and isinstance(o["process"], int)
+    }
+    assert tids[instance] in value["why"] and "txn coordinator" in value["why"]
+    # The stopped transaction completed (one way or the other) only after it was let go.
+    done = [
+        o
+        for o in ops
+        if o["process"] == instance
+        and o["f"] == "txn"
+        and o["type"] != "invoke"
+        and o["value"]["txn"] == txn
+    ]
+    assert not done or done[0]["time"] > start["time"]
+    assert _nemesis_ops(ops, "stop"), "the coordinator was not resumed"
+    assert result.summary["duplicates"] == result.summary["missing"] == 0, result.summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -81,3 +82,65 @@ def test_partition_shapes(n: int) -> None:
 
 def test_every_kind_is_described() -> None:
     assert all(k.description for k in KINDS.values())
+
+
+def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
+    """``all`` keeps processors crashing (a steady stream beside the broker faults), and
+    the seeded cycle of moments reaches every window of a transaction within 60 s."""
+    from nemeses.faults import ARMED_PER_EVENT, MOMENTS
+    from nemeses.schedule import STREAM_INTERVAL
+
+    sched = generate(parse_kinds("all"), seed=7, time_limit=60)
+    crashes = [e for e in sched.events if e.kind == "crash-clients"]
+    assert len(crashes) >= 60 // STREAM_INTERVAL
+    assert all(b.at - a.at == STREAM_INTERVAL for a, b in itertools.pairwise(crashes))
+    assert all(len(e.params["moments"]) == ARMED_PER_EVENT for e in crashes)
+    # Two consecutive events arm every moment: one firing pair covers the whole cycle.
+    for a, b in itertools.pairwise(crashes):
+        assert set(a.params["moments"]) | set(b.params["moments"]) == set(MOMENTS)
+    serial = [e for e in sched.events if e.kind != "crash-clients"]
+    assert serial and all(a.at + a.duration <= b.at for a, b in itertools.pairwise(serial))
+    assert [e.at for e in sched.events] == sorted(e.at for e in sched.events)
+
+
+def test_moment_params_are_drawn_from_the_seed_and_replay(tmp_path: Path) -> None:
+    from nemeses.faults import COORDINATOR_MOMENTS, MOMENTS
+
+    kinds = parse_kinds("pause-at,coordinator-at,crash-clients")
+    sched = generate(kinds, seed=5, time_limit=300)
+    assert sched.to_json() == generate(kinds, seed=5, time_limit=300).to_json()
+    assert generate(kinds, seed=6, time_limit=300).to_json() != sched.to_json()
+    for e in sched.events:
+        if e.kind == "pause-at":
+            assert e.params["at"] in MOMENTS
+        if e.kind == "coordinator-at":
+            assert e.params["at"] in COORDINATOR_MOMENTS
+            assert e.params["fault"] in ("pause", "partition", "client-cut")
+    path = tmp_path / "schedule.json"
+    sched.save(path)
+    assert load(path).to_json() == sched.to_json()
+
+
+def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
+    from nemeses.kinds import skipped_by_all
+
+    kinds = parse_kinds("all", hooks=False)
+    assert "pause-at" not in kinds and "coordinator-at" not in kinds
+    assert "crash-clients" in kinds  # plain SIGKILLs need no hook points
+    skipped = skipped_by_all(hooks=False)
+    assert set(skipped) == {"pause-at", "coordinator-at"}
+    assert "hook points" in skipped["pause-at"]
+    with pytest.raises(ValueError, match="hook points"):
+        parse_kinds("pause-at", hooks=False)
+    sched = generate(kinds, seed=1, time_limit=60, skipped=skipped)
+    assert sched.to_json()["skipped"] == skipped
+
+
+def test_moments_are_the_processors_hook_points() -> None:
+    """The nemesis side names moments the eos processor knows (``during-commit`` is armed
+    at ``before-commit`` with a delay)."""
+    from nemeses.faults import COORDINATOR_MOMENTS, MOMENTS
+    from workloads.eos_config import HOOK_POINTS
+
+    assert set(MOMENTS) == {*HOOK_POINTS, "during-commit"}
+    assert set(COORDINATOR_MOMENTS) <= set(HOOK_POINTS)

@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from common.errors import HarnessError
-from common.procfs import process_state
+from common.procfs import catches_signal, process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import eos_final
-from workloads.eos_config import TXN_ID_STRATEGIES, VARIANTS, EosOptions
+from workloads.eos_config import (
+    TXN_ID_STRATEGIES,
+    VARIANTS,
+    EosOptions,
+    arm_path,
+    fired_path,
+)
 from workloads.eos_seeder import SeedResult, result_from_history
 from workloads.processes import PROJECT_ROOT, Child, Supervisor, child_env, spawn_module
 from workloads.spec import Figures, Option, WorkloadSpec
@@ -208,6 +214,31 @@ class EosWorkload(Supervisor):
         """Live instances' transactional ids (what a hijack fences)."""
         live = self._live()
         return {i: tid for i, inst in live.items() if (tid := inst.transactional_id) is not None}
+
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        """Arm a protocol moment in a live processor: it kills or stops itself there.
+
+        The moment goes in a file beside the instance's history and SIGUSR2 tells the
+        processor to read it; an empty ``at`` disarms. A stale fired file is removed first,
+        so :meth:`fired_hook` reports only this arming.
+        """
+        pid = self.processor_pids().get(instance)
+        if pid is None or not catches_signal(pid, signal.SIGUSR2):
+            raise HarnessError(f"processor instance {instance} cannot be armed yet")
+        history = str(self.processes_dir / f"{instance}.jsonl")
+        fired_path(history).unlink(missing_ok=True)
+        body = json.dumps({"at": at, "action": action, "delay_ms": delay_ms}) if at else ""
+        tmp = arm_path(history).with_suffix(".tmp")
+        tmp.write_text(body)
+        tmp.replace(arm_path(history))
+        self._signal(instance, signal.SIGUSR2)
+
+    def fired_hook(self, instance: int) -> dict[str, Any] | None:
+        """The armed moment that fired in ``instance`` (point, action, txn, pid), or None."""
+        try:
+            return json.loads(fired_path(str(self.processes_dir / f"{instance}.jsonl")).read_text())
+        except (OSError, ValueError):
+            return None
 
     def _signal(self, instance: int, sig: signal.Signals) -> subprocess.Popen[bytes]:
         with self._lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
@@ -23,6 +24,16 @@ TXN_ID_STRATEGIES = ("unique", "static")
 #: Where a test-only hook may fire inside one unit of processing, in execution order.
 HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
 HOOK_ACTIONS = ("kill", "stop", "exit")
+
+
+def arm_path(history_path: str) -> Path:
+    """Where a nemesis writes the moment it arms in a live processor (then sends SIGUSR2)."""
+    return Path(f"{history_path}.arm")
+
+
+def fired_path(history_path: str) -> Path:
+    """Where a processor writes the armed moment that fired (point, action, txn, pid)."""
+    return Path(f"{history_path}.fired")
 
 
 @dataclass

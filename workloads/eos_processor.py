@@ -19,10 +19,12 @@ a commit unknown, 6 could not rewind after an abort, 7 parent (the harness) went
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 from types import FrameType
@@ -42,7 +44,7 @@ from history.eos_records import (
     transform,
 )
 from workloads.clients import Calls, ClientError, Exit, make_clients, subscribe
-from workloads.eos_config import ProcessorConfig
+from workloads.eos_config import ProcessorConfig, arm_path, fired_path
 from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
 
 EXIT_OK = 0
@@ -99,6 +101,8 @@ class Processor:
         self.failed = 0
         self.hook_fired = False
         self.zombie_requested = False
+        #: A moment a nemesis armed at run time (SIGUSR2): {"at", "action", "delay_ms"}.
+        self.armed: dict[str, Any] | None = None
         self.consumer: Any = None
         self.producer: Any = None
         self.calls = Calls(f"instance {cfg.instance}", cfg.call_timeout_s, floor_s=1.0)
@@ -114,7 +118,41 @@ class Processor:
         # the commit that follows the resume is the one the group must reject (KIP-447).
         self.zombie_requested = True
 
+    def _on_usr2(self, signum: int, frame: FrameType | None) -> None:
+        # A nemesis armed (or, with an empty file, disarmed) a protocol moment: see arm_path.
+        try:
+            text = arm_path(self.cfg.history_path).read_text().strip()
+        except OSError:
+            return
+        self.armed = json.loads(text) if text else None
+
+    def _fire_armed(self, point: str) -> None:
+        """Act at the moment a nemesis armed: say where (the fired file), then act.
+
+        ``during-commit`` is armed at ``before-commit``: a timer acts ``delay_ms`` after the
+        commit call began, so the crash lands while EndTxn (or the offset commit) is in flight.
+        """
+        armed = self.armed
+        if armed is None:
+            return
+        at = armed["at"]
+        if at != point and not (at == "during-commit" and point == "before-commit"):
+            return
+        self.armed = None
+        fired = {"at": at, "action": armed["action"], "txn": self.seq, "pid": os.getpid()}
+        tmp = fired_path(self.cfg.history_path).with_suffix(".tmp")
+        tmp.write_text(json.dumps(fired))
+        tmp.replace(fired_path(self.cfg.history_path))
+        warn(f"instance {self.cfg.instance}: armed {armed['action']} at {at} of txn {self.seq}")
+        sig = signal.SIGKILL if armed["action"] == "kill" else signal.SIGSTOP
+        if at == "during-commit":
+            delay = float(armed.get("delay_ms", 0)) / 1000
+            threading.Timer(delay, os.kill, (os.getpid(), sig)).start()
+        else:
+            os.kill(os.getpid(), sig)  # a stop returns once someone sends SIGCONT
+
     def _hook(self, point: str) -> None:
+        self._fire_armed(point)
         # The zombie stops where a GC pause hurts most: after its outputs are produced and
         # before the first commit step (offsets in the transaction; for variants without that
         # step, the commit itself).
@@ -171,6 +209,7 @@ class Processor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGUSR1, self._on_usr1)
+        signal.signal(signal.SIGUSR2, self._on_usr2)
         code, reason = EXIT_OK, "stopped"
         try:
             self._start()
@@ -322,6 +361,7 @@ class Processor:
             if cfg.variant == "at-least-once":
                 stage = "commit-offsets"
                 self._hook("before-offsets")
+                self._hook("before-commit")  # its offset commit is its only commit step
                 self._commit_offsets(positions)
                 self._hook("after-commit")
             else:

@@ -217,6 +217,16 @@ class QueueWorkload(Supervisor):
     def transaction_timeout_s(self) -> float:
         return self.options.transaction_timeout_ms / 1000
 
+    #: Queue clients have no protocol hook points: moment-aimed faults skip them.
+    hooks = False
+    pause_at_commit = False
+
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        raise HarnessError("queue clients have no protocol hook points")
+
+    def fired_hook(self, instance: int) -> dict[str, Any] | None:
+        return None
+
     def processor_pids(self) -> dict[int, int]:
         """Live client processes: history process id -> OS pid."""
         return {p: c.proc.pid for p, c in self._live().items()}

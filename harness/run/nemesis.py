@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from common.errors import HarnessError
 from nemeses import schedule as schedules
 from nemeses.engine import Nemesis as Engine
-from nemeses.kinds import parse_kinds
+from nemeses.kinds import parse_kinds, skipped_by_all
 from nemeses.targets import FaultContext
 
 if TYPE_CHECKING:
@@ -24,23 +24,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness.nemesis")
 
 
-def kinds_for(options: RunOptions, netns: bool) -> list[str]:
+def kinds_for(options: RunOptions, netns: bool, hooks: bool = True) -> list[str]:
     try:
-        return parse_kinds(options.nemesis, netns=netns, clients=True)
+        return parse_kinds(options.nemesis, netns=netns, clients=True, hooks=hooks)
     except ValueError as exc:
         raise HarnessError(str(exc)) from None
 
 
-def plan(options: RunOptions, netns: bool, session_timeout_s: float) -> schedules.Schedule:
+def plan(
+    options: RunOptions, netns: bool, session_timeout_s: float, hooks: bool = True
+) -> schedules.Schedule:
     """The schedule of a run: replayed from a file, or generated from the seed (fault
-    lengths are chosen around the clients' ``session_timeout_s``)."""
+    lengths are chosen around the clients' ``session_timeout_s``). Kinds that ``all``
+    leaves out for this client (no hook points) are saved with the reason."""
     if options.replay is not None:
         try:
             return schedules.load(Path(options.replay))
         except ValueError as exc:
             raise HarnessError(str(exc)) from None
+    skipped = {}
+    if options.nemesis.strip() == "all":
+        skipped = skipped_by_all(netns=netns, clients=True, hooks=hooks)
     return schedules.generate(
-        kinds_for(options, netns),
+        kinds_for(options, netns, hooks),
         seed=options.seed,
         time_limit=options.time_limit,
         interval=options.nemesis_interval,
@@ -48,6 +54,7 @@ def plan(options: RunOptions, netns: bool, session_timeout_s: float) -> schedule
         nodes=options.nodes,
         has_clients=True,
         session_timeout_s=session_timeout_s,
+        skipped=skipped,
     )
 
 
@@ -64,7 +71,12 @@ class ScheduledNemesis:
 
     def start(self, ctx: RunContext) -> None:
         clients = ctx.clients
-        self.schedule = plan(self.options, ctx.cluster.uses_netns, clients.session_timeout_s)
+        self.schedule = plan(
+            self.options,
+            ctx.cluster.uses_netns,
+            clients.session_timeout_s,
+            hooks=bool(getattr(clients, "hooks", False)),
+        )
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
         self.engine = Engine(FaultContext(ctx.cluster, clients), self.schedule, self.recorder)
         self.save(ctx.run_dir)

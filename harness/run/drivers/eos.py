@@ -34,12 +34,19 @@ class WorkloadClients:
     session_timeout_s: float
     transaction_timeout_s: float
     pause_at_commit: bool = True
+    hooks: bool = True
 
     def processor_pids(self) -> dict[int, int]:
         return self.workload.processor_pids()
 
     def transactional_ids(self) -> dict[int, str]:
         return self.workload.transactional_ids()
+
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        self.workload.arm_hook(instance, at, action, delay_ms)
+
+    def fired_hook(self, instance: int) -> dict[str, Any] | None:
+        return self.workload.fired_hook(instance)
 
 
 def drive(d: Drive) -> Outcome:
@@ -53,6 +60,7 @@ def drive(d: Drive) -> Outcome:
             eos.output_topic,
             eos.session_timeout_ms / 1000,
             eos.transaction_timeout_ms / 1000,
+            hooks=eos.client != "java",  # Kafka's copier has no protocol hooks
         )
         try:
             workload.setup()
