@@ -329,3 +329,9 @@ def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
             counts = {checker: r.get("count")} if r.get("valid") is False else {}
         out += [(checker, t, n) for t, n in counts.items() if isinstance(n, int) and n > 0]
     return sorted(out)
+
+
+def counts_of(checker: str, result: dict[str, Any]) -> dict[str, int]:
+    """Type -> count (above zero) of one checker's result, read as :func:`found` reads it,
+    so the report's table, its headings, the summary table and the runs index agree."""
+    return {t: n for _, t, n in found({"checkers": {checker: result}})}

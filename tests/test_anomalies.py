@@ -116,3 +116,13 @@ def test_found_reads_every_result_shape() -> None:
     assert A.found(run) == [("epoch_violation", "duplicate-marker", 1), ("lost", "lost", 3)]
     for checker, name, _n in A.found(run):
         assert A.describe(name, checker)
+
+
+def test_counts_of_reads_one_checker_as_found_does() -> None:
+    """The report's table and the summary table count one checker's result the same way."""
+    from checkers.anomalies import counts_of
+
+    queue = {"checker": "queue", "valid": True, "anomalies": {"int-send-skip": 5, "lost": 0}}
+    assert counts_of("queue", queue) == {"int-send-skip": 5}
+    assert counts_of("duplicate", {"valid": False, "count": 3}) == {"duplicate": 3}
+    assert counts_of("duplicate", {"valid": True, "count": 0}) == {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from checkers.anomalies import describe, found
+from checkers.anomalies import counts_of, describe, found
 from harness.report.data import RunData, flagged_values, load_run
 from harness.report.plots import fault_colors, throughput_latency, timeline
 
@@ -66,12 +66,6 @@ def _verdict(data: RunData) -> tuple[str, str]:
     return "unknown", "not checked"
 
 
-def by_type(name: str, r: dict[str, Any]) -> dict[str, int]:
-    """Counts per anomaly type of one checker's result, read the one way the checkers define
-    (``checkers.anomalies.found``), so the table, the headings and the index agree."""
-    return {t: n for _, t, n in found({"checkers": {name: r}})}
-
-
 def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     """One row per checker: its verdict, anomaly count and counts per anomaly type."""
     if not results:
@@ -89,8 +83,8 @@ def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]
                 {
                     "valid": {"valid": "valid", "invalid": "INVALID"}.get(cls, "unknown"),
                     "cls": cls,
-                    "count": sum(by_type(name, r).values()),
-                    "anomalies": by_type(name, r),
+                    "count": sum(counts_of(name, r).values()),
+                    "anomalies": counts_of(name, r),
                     "error": r.get("error", ""),
                 },
             )

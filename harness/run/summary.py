@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from checkers.anomalies import found
+from checkers.anomalies import counts_of
 from harness.run.verdict import explain
 
 
@@ -26,7 +26,7 @@ def summary_table(verdict: dict[str, Any]) -> Table:
     if not checkers:  # results.json of a queue run stored before the checker suites
         checkers = {"queue": verdict}
     for name, res in checkers.items():
-        counts = {t: n for _, t, n in found({"checkers": {name: res}})}
+        counts = counts_of(name, res)
         listed = ", ".join(f"{t} x{n}" for t, n in sorted(counts.items())) or "-"
         if res.get("valid") == "unknown":
             listed = str(res.get("error", "could not run"))
