@@ -230,7 +230,14 @@ def test_crash_clients_kills_processors_at_their_moments(
         assert hit["at"] in moments and hit["txn"] >= 1
         mine = [o for o in ops if o["process"] == hit["instance"] and o["f"] == "txn"]
         last = mine[-1]
-        assert last["type"] == "invoke" and last["value"]["txn"] == hit["txn"], last
+        if hit["at"] == "during-commit":
+            # The kill lands delay_ms after the commit began; a commit that completes sooner
+            # (loopback, a few ms) is recorded, and the kill then lands in the next one.
+            assert last["value"]["txn"] in (hit["txn"], hit["txn"] + 1), last
+            if last["value"]["txn"] == hit["txn"] + 1:
+                assert last["type"] == "invoke", last
+        else:
+            assert last["type"] == "invoke" and last["value"]["txn"] == hit["txn"], last
     executed = json.loads((result.run_dir / "schedule.json").read_text())["executed"]
     assert executed[0]["hit"] == hits
     if any(h["at"] in ("after-flush", "before-offsets") for h in hits):

@@ -5,10 +5,13 @@ hits the window that exposes it, and a false alarm may show up once in ten runs.
 acceptance points are rates (each broken variant caught in >= 9 of 10 seeded runs; no safety
 anomaly in 10 seeded correct runs under every fault), so this module runs them:
 
-    python -m harness campaign --variants at-least-once,offsets-outside-txn,read-uncommitted,\
-no-rewind --runs 10 --time-limit 60 --nemesis kill-processor,pause-processor,zombie \
---shared-cluster
-    python -m harness campaign --variants eos --runs 10 --time-limit 60 --nemesis all
+    python -m harness campaign --variants eos,at-least-once,offsets-outside-txn,\
+read-uncommitted,no-rewind --runs 10
+    python -m harness campaign --variants at-least-once --nemesis kill-processor,zombie \
+--nemesis-interval 3 --nemesis-duration 8 --shared-cluster
+
+Every default is `python -m harness run`'s (``--nemesis all``, one fault every ~10 s lasting
+~10 s, 60 s of load), so the first line measures what a user who changes nothing gets.
 
 With ``--shared-cluster`` every run uses one cluster (unique topics, groups and transactional
 ids per run) and is judged by the history checks only, which saves a cluster start and a log
@@ -49,10 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
     p.add_argument("--first-seed", type=int, default=1)
     p.add_argument("--time-limit", type=float, default=60.0)
-    p.add_argument("--nemesis", default="kill-processor,pause-processor,zombie")
+    # The defaults are `python -m harness run`'s: a campaign measures what a user gets.
+    p.add_argument("--nemesis", default="all")
     p.add_argument("--nemesis-interval", type=float, default=10.0)
     p.add_argument("--nemesis-duration", type=float, default=10.0)
-    p.add_argument("--abort-probability", type=float, default=0.05)
+    p.add_argument("--abort-probability", type=float, default=None)
+    p.add_argument("--session-timeout-ms", type=int, default=None)
     p.add_argument("--values", type=int, default=5000)
     p.add_argument("--store", default="store")
     p.add_argument("--shared-cluster", action="store_true")
@@ -63,16 +68,17 @@ def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> 
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION
     from harness.run.workloads import get
 
-    eos = get("eos").spec.options_from_dict(
-        {
-            "variant": variant,
-            "values": args.values,
-            "seed": seed,
-            "abort_probability": args.abort_probability,
-            "name_suffix": suffix,
-            "session_timeout_ms": 6000,
-        }
-    )
+    chosen: dict[str, Any] = {
+        "variant": variant,
+        "values": args.values,
+        "seed": seed,
+        "name_suffix": suffix,
+    }
+    if args.abort_probability is not None:
+        chosen["abort_probability"] = args.abort_probability
+    if args.session_timeout_ms is not None:
+        chosen["session_timeout_ms"] = args.session_timeout_ms
+    eos = get("eos").spec.options_from_dict(chosen)
     return RunOptions(
         workload="eos",
         time_limit=args.time_limit,
