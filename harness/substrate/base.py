@@ -446,14 +446,32 @@ class ClusterBase(Generic[N]):
         self.start_node(node_id, timeout=timeout)
 
     def start_node(self, node_id: int, timeout: float = 60.0) -> None:
-        """Start a stopped node on its data and wait until the brokers list it again."""
+        """Start a stopped node on its data and wait until it is registered again.
+
+        The other brokers' lists alone cannot say so: after a SIGKILL they keep listing the
+        dead incarnation until the controller fences it (broker.session.timeout.ms, 9 s by
+        default), so a restart checked that way could pass before the new JVM had even
+        logged a line (seen: "restarted" 5 s before the broker re-registered). The new
+        incarnation must answer itself and list itself, and the others must list it.
+        """
         self.node(node_id).start()
         self._after_node_start(node_id)
         wait_for(
-            lambda: node_id in self.registered_brokers(),
+            lambda: self._lists_itself(node_id) and node_id in self.registered_brokers(),
             timeout=timeout,
             what=f"node {node_id} registered after restart",
         )
+
+    def _lists_itself(self, node_id: int) -> bool:
+        """Whether the node answers a metadata request and counts itself among the live."""
+        node = self.node(node_id)
+        if not node.running():
+            return False
+        try:
+            host, port = _host_port(node.internal_address)
+            return node_id in fetch_metadata(host, port, [], node_id)[0]
+        except (OSError, struct.error):
+            return False
 
     def _after_node_start(self, node_id: int) -> None:
         """What a backend must redo for a node that came back (before it registers)."""
