@@ -564,3 +564,24 @@ def test_matrix_scenarios_may_set_knobs_and_skip_versions_that_lack_them() -> No
         ("4.3.1", "eos-python-consumer-protocol"),
         ("4.3.1", "eos-python-5-nodes"),
     ]
+
+
+def test_the_scenario_suite_gives_its_knobs_to_every_scenario_that_takes_them() -> None:
+    from harness.pytest_plugin import _with_knobs
+    from harness.run.workloads import get
+
+    given = {
+        "--client-config": ["retries=3"],
+        "--group-protocol": "consumer",
+        "--txn-delay-ms": 20,
+    }
+    config = SimpleNamespace(getoption=given.get)
+    eos = get("eos").spec
+    wopts = _with_knobs(eos, {"seed": 1, "client_config": {"linger.ms": "1"}}, config)
+    assert wopts.client_config == {"linger.ms": "1", "retries": "3"}
+    assert (wopts.group_protocol, wopts.txn_delay_ms) == ("consumer", 20)
+    assert _with_knobs(get("queue").spec, {"seed": 1}, config).txn_delay_ms == 20
+    with pytest.raises(pytest.skip.Exception, match="cannot take the suite's knobs"):
+        _with_knobs(eos, {"seed": 1, "client": "java"}, config)
+    none = SimpleNamespace(getoption=lambda name: [] if name == "--client-config" else None)
+    assert _with_knobs(eos, {"seed": 1}, none) == EosOptions(seed=1)
