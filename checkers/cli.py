@@ -21,22 +21,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from checkers.queue import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
+from common.errors import OneLineParser
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
 EXIT_UNUSABLE = 2
 
 _SUBCOMMANDS = ("queue",)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; we want exactly one line and status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_UNUSABLE, f"{self.prog}: error: {message}\n")
 
 
 def _non_negative(text: str) -> int:
@@ -51,12 +45,12 @@ def _non_negative(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree; add a subparser here for each new checker."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m checkers",
         description="Check stored histories. A bare RUN_DIR argument checks a stored run.",
     )
     sub = parser.add_subparsers(
-        dest="command", metavar="{queue} | RUN_DIR", parser_class=_OneLineParser
+        dest="command", metavar="{queue} | RUN_DIR", parser_class=OneLineParser
     )
     q = sub.add_parser("queue", help="check a Kafka queue-workload history (JSON or JSONL)")
     q.add_argument("history", help="history file: JSON array, JSONL, or history format v1")
@@ -265,7 +259,7 @@ def _stop_spark() -> None:
 
 
 def _run_dir_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m checkers RUN_DIR", add_help=False)
+    p = OneLineParser(prog="python -m checkers RUN_DIR", add_help=False)
     p.add_argument("--spark-master", metavar="URL", default=None)
     p.add_argument("--transaction-version", type=int, choices=(0, 1, 2), default=None)
     p.add_argument("--max-examples", type=_non_negative, default=8, metavar="N")

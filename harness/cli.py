@@ -1,7 +1,7 @@
 """``python -m harness``: install Kafka, bring clusters up, reap leftovers.
 
-Every user-facing failure is a :class:`HarnessError`, printed as one line with exit status 2;
-only a bug shows a traceback.
+Every user-facing failure is a :class:`HarnessError`, printed as one line with exit status 2,
+and so is a usage error argparse finds (``OneLineParser``); only a bug shows a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.errors import HarnessError
+from common.errors import HarnessError, OneLineParser
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 
 log = logging.getLogger("harness.cli")
@@ -33,28 +33,19 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def _settings(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise HarnessError(f"--broker-config expects KEY=VALUE, got {pair!r}")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
 def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from harness.substrate.api import ClusterConfig
+    from harness.substrate.api import ClusterConfig, shape_from_args
 
-    return ClusterConfig(
-        nodes=args.nodes,
+    config = ClusterConfig(
+        **shape_from_args(args),
         kafka_version=args.kafka_version,
         transaction_version=args.transaction_version,
-        broker_settings=_settings(args.broker_config),
         store=Path(args.store) if args.store else None,
         base_port=args.base_port,
         network=args.network,
     )
+    config.validate()
+    return config
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
@@ -161,17 +152,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    from harness.substrate.api import add_shape_arguments
+
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
-    p.add_argument("--nodes", type=int, default=3)
+    add_shape_arguments(p)
     p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
-    p.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--store", default=None, help="evidence directory (default store/clusters/ID)")
     p.add_argument("--base-port", type=int, default=None, help="toxiproxy API port; proxies follow")
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    # Usage errors are one line and exit status 2, like every other bad input.
+    parser = OneLineParser(prog="python -m harness", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -13,7 +13,11 @@ side without collisions. Another project can depend on this package and use the 
   cluster under a seeded schedule and returns the checkers' verdict, the run and its report.
 
 Options: ``--kafka-version``, ``--nodes``, ``--store``, ``--time-limit``, ``--seed``,
-``--nemesis`` (defaults for the scenarios, which may scale them).
+``--nemesis`` (defaults for the scenarios, which may scale them); the cluster's shape
+``--broker-config KEY=VALUE``, ``--replication-factor``, ``--min-insync-replicas``; and the
+knobs of the clients under test ``--client-config KEY=VALUE``, ``--group-protocol``,
+``--txn-delay-ms``, given to every scenario whose workload takes them (a scenario whose client
+cannot, Kafka's Java copier, is skipped with the reason).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="override the fault kinds of every correct-workload scenario (e.g. 'all')",
     )
+    group.addoption(
+        "--broker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting of every worker's cluster (repeatable)",
+    )
+    group.addoption("--replication-factor", type=int, default=None, help="of every topic")
+    group.addoption("--min-insync-replicas", type=int, default=None, help="of every topic")
+    group.addoption(
+        "--client-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the clients under test in every scenario (repeatable)",
+    )
+    group.addoption("--group-protocol", default=None, choices=("classic", "consumer"))
+    group.addoption(
+        "--txn-delay-ms",
+        type=int,
+        default=None,
+        metavar="MAX",
+        help="a random pause in [0, MAX] ms between a transaction's operations",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,13 +91,18 @@ def harness_store(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
     """A ready cluster shared by the tests of one worker; faults are healed after each use."""
+    from common.settings import parse_settings
     from harness.substrate.api import ClusterConfig
     from harness.substrate.process.cluster import Cluster
 
+    option = request.config.getoption
     cfg = ClusterConfig(
-        nodes=request.config.getoption("--nodes"),
-        kafka_version=request.config.getoption("--kafka-version"),
+        nodes=option("--nodes"),
+        kafka_version=option("--kafka-version"),
         store=harness_store / "cluster",
+        broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
+        replication_factor=option("--replication-factor"),
+        min_insync_replicas=option("--min-insync-replicas"),
     )
     with Cluster(cfg) as cluster:
         yield cluster
@@ -216,7 +250,7 @@ def scenario(
     from harness.run.options import RunOptions
     from harness.run.runner import execute
     from harness.run.verdict import judge
-    from harness.run.workloads import get
+    from harness.run.workloads import complete, get
 
     def run(
         workload: str,
@@ -237,17 +271,28 @@ def scenario(
             nemesis = config.getoption("--nemesis") or nemesis
         tag = f"{name}-{uuid.uuid4().hex[:6]}"
         spec = get(workload).spec
-        options = RunOptions(
-            workload=workload,
-            workload_options=spec.options_from_dict(
-                {**spec.isolate(tag), "seed": seed, **workload_options}
-            ),
-            time_limit=time_limit,
-            seed=seed,
-            nemesis=nemesis,
-            nemesis_interval=interval,
-            nemesis_duration=duration,
+        chosen = {**spec.isolate(tag), "seed": seed, **workload_options}
+        wopts = _with_knobs(spec, chosen, config)
+        options = complete(
+            RunOptions(
+                workload=workload,
+                workload_options=wopts,
+                time_limit=time_limit,
+                seed=seed,
+                kafka_version=config.getoption("--kafka-version"),
+                nemesis=nemesis,
+                nemesis_interval=interval,
+                nemesis_duration=duration,
+            )
         )
+        needed = spec.broker_settings(wopts)
+        missing = {k: v for k, v in needed.items() if kafka_cluster.settings.get(k) != v}
+        if missing:
+            warnings.warn(
+                f"scenario {name}: the worker's cluster was built without {missing}, which "
+                "these options need (give them with --broker-config)",
+                stacklevel=2,
+            )
         run_dir = harness_store / "scenarios" / tag
         nemeses = [ScheduledNemesis(options)] if nemesis != "none" else []
         result = execute(kafka_cluster, options, run_dir, nemeses)
@@ -257,6 +302,34 @@ def scenario(
         return verdict, result, report
 
     return run
+
+
+def _with_knobs(spec: Any, chosen: dict[str, Any], config: pytest.Config) -> Any:
+    """The workload's options with the suite's client knobs (``--client-config``,
+    ``--group-protocol``, ``--txn-delay-ms``) over the scenario's own, where the workload has
+    them; a scenario whose client refuses a knob its options could take is skipped, saying
+    why."""
+    from common.errors import HarnessError
+    from common.settings import parse_settings
+
+    fields = {o.field for o in spec.cli}
+    knobs: dict[str, Any] = {}
+    client_config = parse_settings(config.getoption("--client-config"), "--client-config")
+    if client_config and "client_config" in fields:
+        knobs["client_config"] = {**chosen.get("client_config", {}), **client_config}
+    for option, field in (
+        ("--group-protocol", "group_protocol"),
+        ("--txn-delay-ms", "txn_delay_ms"),
+    ):
+        if config.getoption(option) is not None and field in fields:
+            knobs[field] = config.getoption(option)
+    try:
+        return spec.options_from_dict({**chosen, **knobs})
+    except HarnessError as exc:
+        if not knobs:
+            raise
+        spec.options_from_dict(chosen)  # the scenario alone is fine: the knobs are refused
+        pytest.skip(f"this scenario's client cannot take the suite's knobs: {exc}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -37,10 +37,14 @@ class ClusterAccess(Protocol):
         self,
         topic: str,
         partitions: int,
-        replication: int,
+        replication: int | None = None,
         config: dict[str, str] | None = None,
         timeout: float = 30.0,
-    ) -> None: ...
+    ) -> None:
+        """Create ``topic`` and wait for its leaders and full ISRs; ``replication`` None and
+        no ``min.insync.replicas`` in ``config``: the cluster's defaults (the run's
+        ``--replication-factor`` and ``--min-insync-replicas``)."""
+        ...
 
     def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]: ...
 

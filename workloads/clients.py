@@ -7,11 +7,20 @@ transactional calls retried while the client calls the error retriable, within a
 never allowed to block for ever; rebalance callbacks; a close that does not wait on a stuck
 library. Kept here once, so a fix to one (the hang guard was the queue client's alone) is a fix
 to both.
+
+The knobs a user turns on those clients live here too, for the same reason: ``--client-config``
+settings (refused when the workload decides the key, checked by the client library in a child
+process before a run), ``--group-protocol`` (and the broker settings a KIP-848 group needs),
+``--txn-delay-ms`` (a seeded pause between a transaction's operations).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import random
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from workloads.eos_kafka import error_info, warn
+from workloads.spec import Option
 
 #: How long past its own timeout a transactional call may block before we give up on it.
 #: librdkafka's send_offsets_to_transaction can ignore its timeout and block forever when the
@@ -56,6 +66,210 @@ class GroupClientConfig(Protocol):
     session_timeout_ms: int
 
 
+# --- the knobs of the clients under test ----------------------------------------------------
+
+#: ``classic`` (JoinGroup/SyncGroup) or ``consumer`` (KIP-848: the broker assigns partitions
+#: and owns the session timeout and heartbeat interval; Kafka 4.0 and newer).
+GROUP_PROTOCOLS: Final = ("classic", "consumer")
+CONSUMER_PROTOCOL_SINCE: Final = "4.0.0"
+
+#: Client settings the workloads decide themselves, and why a ``--client-config`` of one is
+#: refused: the harness's bookkeeping or its faults depend on them.
+OWNED_SETTINGS: Final = {
+    "bootstrap.servers": "the harness points every client at the cluster",
+    "group.id": "the workload names its consumer group",
+    "transactional.id": "the workload names each process's transactional id",
+    "group.protocol": "use --group-protocol",
+    "transaction.timeout.ms": "use --transaction-timeout-ms (the faults are timed by it)",
+    "session.timeout.ms": "use --session-timeout-ms (the faults are timed by it)",
+    "isolation.level": "the workload decides what it reads (eos: --variant read-uncommitted)",
+    "enable.auto.commit": "the workload commits offsets itself",
+    "enable.auto.offset.store": "the workload commits offsets itself",
+}
+
+#: Consumer settings the consumer group protocol takes from the broker (librdkafka refuses
+#: them with ``group.protocol=consumer``).
+CONSUMER_PROTOCOL_REFUSES: Final = ("heartbeat.interval.ms", "partition.assignment.strategy")
+
+
+def client_settings_problem(settings: Mapping[str, str], group_protocol: str) -> str | None:
+    """Why these ``--client-config`` settings cannot be used with this group protocol, or
+    None. The client library's own refusals (an unknown key, a bad value) are found by
+    :func:`probe_client_settings`."""
+    if group_protocol not in GROUP_PROTOCOLS:
+        return f"group protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {group_protocol!r}"
+    for key in settings:
+        if not key:
+            return "--client-config has an empty key"
+        if key in OWNED_SETTINGS:
+            return f"--client-config {key}: {OWNED_SETTINGS[key]}"
+        if group_protocol == "consumer" and key in CONSUMER_PROTOCOL_REFUSES:
+            return (
+                f"--client-config {key}: not a client setting with --group-protocol consumer "
+                "(the broker decides it)"
+            )
+    return None
+
+
+def group_protocol_needs(group_protocol: str) -> tuple[str, str] | None:
+    """The oldest Kafka a group protocol runs on, and what needs it (``WorkloadSpec``)."""
+    if group_protocol == "consumer":
+        return CONSUMER_PROTOCOL_SINCE, "--group-protocol consumer"
+    return None
+
+
+def heartbeat_ms(session_timeout_ms: int) -> int:
+    """The heartbeat interval that goes with a session timeout: a third of it, 0.1-3 s."""
+    return max(100, min(3000, session_timeout_ms // 3))
+
+
+def group_broker_settings(group_protocol: str, session_timeout_ms: int) -> dict[str, str]:
+    """Broker settings that give a consumer-protocol group the session timeout the classic
+    client would ask for itself (the faults are timed by it); bounds moved where they must be.
+    Nothing for the classic protocol."""
+    if group_protocol != "consumer":
+        return {}
+    hb = heartbeat_ms(session_timeout_ms)
+    out = {
+        "group.consumer.session.timeout.ms": str(session_timeout_ms),
+        "group.consumer.heartbeat.interval.ms": str(hb),
+    }
+    # Kafka's defaults: sessions 45-60 s, heartbeats 5-15 s.
+    if session_timeout_ms < 45000:
+        out["group.consumer.min.session.timeout.ms"] = str(session_timeout_ms)
+    if session_timeout_ms > 60000:
+        out["group.consumer.max.session.timeout.ms"] = str(session_timeout_ms)
+    if hb < 5000:
+        out["group.consumer.min.heartbeat.interval.ms"] = str(hb)
+    return out
+
+
+def probe_client_settings(
+    settings: Mapping[str, str],
+    group_protocol: str,
+    *,
+    transactional: bool,
+    producer: Mapping[str, Any],
+    transaction_timeout_ms: int,
+    session_timeout_ms: int,
+) -> str | None:
+    """What the client library says about these settings, or None when it takes them: a
+    producer and a consumer are built (never connected) exactly as a workload process builds
+    them, in a child process (the harness holds no client library handle of its own)."""
+    return _probe(
+        json.dumps(
+            {
+                "settings": dict(settings),
+                "group_protocol": group_protocol,
+                "transactional": transactional,
+                "producer": dict(producer),
+                "transaction_timeout_ms": transaction_timeout_ms,
+                "session_timeout_ms": session_timeout_ms,
+            },
+            sort_keys=True,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _probe(request: str) -> str | None:
+    from workloads.processes import PROJECT_ROOT, child_env
+
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "workloads.clients", "--probe", request],
+            cwd=PROJECT_ROOT,
+            env=child_env(os.environ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        return "--client-config: the client library did not answer whether it takes them"
+    if proc.returncode == 0:
+        return None
+    lines = (proc.stdout.strip() or proc.stderr.strip() or "no reason given").splitlines()
+    return f"--client-config: the client refuses it: {lines[-1]}"
+
+
+def _probe_main(request: str) -> int:
+    """Build (and drop) the clients a request describes; print why not and exit 2."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaException
+
+    r = json.loads(request)
+    cfg = SimpleNamespace(
+        bootstrap="127.0.0.1:9",  # the discard port: nothing is ever sent
+        group_id="probe",
+        transaction_timeout_ms=r["transaction_timeout_ms"],
+        session_timeout_ms=r["session_timeout_ms"],
+    )
+    try:
+        producer, consumer = make_clients(
+            cfg,
+            "probe",
+            0,
+            "probe" if r["transactional"] else None,
+            group_protocol=r["group_protocol"],
+            log_level=0,
+            producer=r["producer"],
+            settings=r["settings"],
+        )
+    except KafkaException as exc:
+        print(exc.args[0].str() if exc.args else exc, flush=True)
+        os._exit(2)
+    consumer.close()
+    del producer
+    os._exit(0)
+
+
+#: The flags of the client knobs, the same for every workload whose clients are confluent-kafka
+#: processes (``WorkloadSpec.cli``; the options fields have the same names).
+CLIENT_KNOBS: Final = (
+    Option(
+        "--group-protocol",
+        "group_protocol",
+        "classic, or consumer (KIP-848, Kafka >= 4.0)",
+        choices=GROUP_PROTOCOLS,
+    ),
+    Option(
+        "--client-config",
+        "client_config",
+        "a producer/consumer setting of the clients under test (repeatable)",
+        action="settings",
+    ),
+    Option(
+        "--txn-delay-ms",
+        "txn_delay_ms",
+        "a seeded random pause in [0, MAX] ms between a transaction's operations",
+        int,
+        metavar="MAX",
+    ),
+)
+
+
+class TxnDelay:
+    """A seeded random pause, uniform in [0, ``max_ms``] ms, between the operations of a
+    transaction (``--txn-delay-ms``): Jepsen's recipe for KAFKA-17754 widened the windows
+    between a transaction's requests this way. The pause is the fault, not synchronisation;
+    ``wait`` may cut it short (a stop request)."""
+
+    def __init__(
+        self, max_ms: int, seed: object, wait: Callable[[float], object] = time.sleep
+    ) -> None:
+        self.max_s = max_ms / 1000
+        self.rng = random.Random(f"txn-delay:{seed}")
+        self.wait = wait
+
+    def __call__(self) -> None:
+        if self.max_s > 0:
+            self.wait(self.rng.uniform(0, self.max_s))
+
+
+# --- building the clients -------------------------------------------------------------------
+
+
 def make_clients(
     cfg: GroupClientConfig,
     name: str,
@@ -66,10 +280,14 @@ def make_clients(
     group_protocol: str = "classic",
     log_level: int = 3,
     producer: Mapping[str, Any] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> tuple[Any, Any]:
     """An idempotent (and, with ``transactional_id``, transactional) producer and a consumer
     that commits nothing by itself, named ``<name>-p<ident>`` / ``<name>-c<ident>``;
-    ``producer`` adds or overrides producer settings.
+    ``producer`` adds or overrides producer settings; ``settings`` (the user's
+    ``--client-config``) go to both clients last, as given: the library warns about a key of
+    the other kind of client and ignores it there, and refuses a contradiction (a message
+    timeout above the transaction timeout) instead of having it silently adjusted.
 
     The session settings apply to the classic group protocol only (the consumer protocol of
     KIP-848 takes them from the broker).
@@ -103,8 +321,10 @@ def make_clients(
     }
     if group_protocol == "classic":
         cconf["session.timeout.ms"] = session_timeout_ms
-        cconf["heartbeat.interval.ms"] = max(100, min(3000, session_timeout_ms // 3))
+        cconf["heartbeat.interval.ms"] = heartbeat_ms(session_timeout_ms)
         cconf["max.poll.interval.ms"] = max(60000, session_timeout_ms)
+    pconf.update(settings or {})
+    cconf.update(settings or {})
     return Producer(pconf), Consumer(cconf)
 
 
@@ -217,3 +437,10 @@ class Calls:
             sys.stderr.flush()
             os._exit(code)
         return code
+
+
+if __name__ == "__main__":
+    # ``python -m workloads.clients --probe JSON``: see probe_client_settings.
+    if len(sys.argv) == 3 and sys.argv[1] == "--probe":
+        sys.exit(_probe_main(sys.argv[2]))
+    sys.exit("usage: python -m workloads.clients --probe JSON")

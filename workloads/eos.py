@@ -30,6 +30,7 @@ from common.procfs import catches_signal, process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import eos_final
+from workloads.clients import CLIENT_KNOBS, group_broker_settings, group_protocol_needs
 from workloads.eos_config import (
     TXN_ID_STRATEGIES,
     VARIANTS,
@@ -86,11 +87,11 @@ class EosWorkload(Supervisor):
     # --- set-up and feeding ----------------------------------------------------------
 
     def setup(self) -> None:
-        """Input and output topics: P partitions, RF 3, min.insync.replicas 2 (by default)."""
+        """Input and output topics: P partitions, the cluster's replication factor and min
+        ISR (the run's ``--replication-factor`` and ``--min-insync-replicas``)."""
         o = self.options
-        config = {"min.insync.replicas": str(o.min_insync)}
         for topic in (o.input_topic, o.output_topic):
-            self.cluster.ensure_topic(topic, o.partitions, o.replication, config, timeout=60)
+            self.cluster.ensure_topic(topic, o.partitions, timeout=60)
 
     def seed(self, seconds: float, stop: threading.Event | None = None) -> SeedResult:
         """Run the seeder (its own OS process), its sends spread over ``seconds``; wait for it."""
@@ -412,9 +413,12 @@ SPEC = WorkloadSpec(
         Option("--txn-id-strategy", "txn_id_strategy", choices=TXN_ID_STRATEGIES),
         Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
         Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
+        *CLIENT_KNOBS,
     ),
     checker_suites=("eos",),
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
+    broker_settings=lambda o: group_broker_settings(o.group_protocol, o.session_timeout_ms),
+    needs_kafka=lambda o: group_protocol_needs(o.group_protocol),
     figures=Figures(
         throughput=lambda: _committed_outputs,
         fed=lambda: _seeded_values,

@@ -12,10 +12,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 from common.errors import HarnessError
 from workloads import jsonconfig
+from workloads.clients import client_settings_problem, probe_client_settings
 
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.
@@ -24,6 +26,8 @@ TXN_ID_STRATEGIES = ("unique", "static")
 #: Where a test-only hook may fire inside one unit of processing, in execution order.
 HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
 HOOK_ACTIONS = ("kill", "stop", "exit")
+#: Producer settings of a processor, before the user's ``--client-config``.
+PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})
 
 
 def arm_path(history_path: str) -> Path:
@@ -79,6 +83,11 @@ class ProcessorConfig:
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 10000
     group_protocol: str = "classic"
+    #: ``--client-config``: settings of this instance's producer and consumer, applied last.
+    client_config: dict[str, str] = field(default_factory=dict)
+    #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the operations of
+    #: each transaction (its produce calls, the offsets, the commit).
+    txn_delay_ms: int = 0
     #: Bound on each blocking client call (send_offsets, commit, abort, committed).
     call_timeout_s: float = 30.0
     #: False only to measure the cost of recording (bench/eos_throughput.py).
@@ -109,8 +118,11 @@ class ProcessorConfig:
             raise HarnessError("abort probability must be between 0 and 1")
         if self.session_timeout_ms < 1000 or self.transaction_timeout_ms < 1000:
             raise HarnessError("session and transaction timeouts must be at least 1000 ms")
-        if self.group_protocol not in ("classic", "consumer"):
-            raise HarnessError("group protocol must be 'classic' or 'consumer'")
+        if self.txn_delay_ms < 0:
+            raise HarnessError(f"--txn-delay-ms must be >= 0, not {self.txn_delay_ms}")
+        problem = client_settings_problem(self.client_config, self.group_protocol)
+        if problem is not None:
+            raise HarnessError(problem)
         if self.hook is not None:
             self.hook.validate()
 
@@ -139,8 +151,6 @@ class EosOptions:
     #: processor that reads uncommitted data turns it into output. 0 disables it.
     poison_every: int = 10
     poison_batch: int = 5
-    replication: int = 3
-    min_insync: int = 2
     txn_size: int = 50
     commit_interval_ms: int = 200
     abort_probability: float = 0.0
@@ -148,6 +158,11 @@ class EosOptions:
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 10000
     group_protocol: str = "classic"
+    #: ``--client-config``: librdkafka settings of every processor's producer and consumer.
+    client_config: dict[str, str] = field(default_factory=dict)
+    #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the operations of
+    #: each transaction.
+    txn_delay_ms: int = 0
     #: ``python`` (confluent-kafka processors) or ``java`` (Kafka's TransactionalMessageCopier).
     client: str = "python"
     #: False only to measure the cost of recording; such a run cannot be checked.
@@ -185,8 +200,8 @@ class EosOptions:
             raise HarnessError("--processors must be at least 1")
         if self.client not in ("python", "java"):
             raise HarnessError("--client must be python or java")
-        if self.client == "java" and self.variant != "eos":
-            raise HarnessError("the Java copier runs only the correct eos variant")
+        if self.client == "java":
+            self._java_refusals()
         if self.partitions < 1:
             raise HarnessError("--partitions must be at least 1")
         if self.values < 1:
@@ -199,8 +214,34 @@ class EosOptions:
             if not 0 <= slot < self.processors:
                 raise HarnessError(f"hook for slot {slot}, but slots are 0..{self.processors - 1}")
             hook.validate()
-        # A processor config carries the remaining checks (strategy, timeouts, probability).
-        self.processor_config(0, 0, "", "").validate()
+        # A processor config carries the remaining checks (strategy, timeouts, probability,
+        # client settings); the client library itself judges the settings last.
+        cfg = self.processor_config(0, 0, "", "")
+        cfg.validate()
+        if self.client == "python" and self.client_config:
+            problem = probe_client_settings(
+                self.client_config,
+                self.group_protocol,
+                transactional=cfg.transactional,
+                producer=PRODUCER_SETTINGS,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                session_timeout_ms=self.session_timeout_ms,
+            )
+            if problem is not None:
+                raise HarnessError(problem)
+
+    def _java_refusals(self) -> None:
+        """What Kafka's TransactionalMessageCopier cannot do: it has fixed command-line
+        options, so a knob it cannot take is refused rather than silently dropped."""
+        copier = "Kafka's TransactionalMessageCopier (--client java)"
+        if self.variant != "eos":
+            raise HarnessError("the Java copier runs only the correct eos variant")
+        if self.client_config:
+            raise HarnessError(f"--client-config: {copier} takes no client settings")
+        if self.group_protocol != "classic":
+            raise HarnessError(f"--group-protocol {self.group_protocol}: {copier} cannot choose it")
+        if self.txn_delay_ms:
+            raise HarnessError(f"--txn-delay-ms: {copier} has no pause between its operations")
 
     def processor_config(
         self, instance: int, slot: int, bootstrap: str, history_path: str
@@ -224,6 +265,8 @@ class EosOptions:
             transaction_timeout_ms=self.transaction_timeout_ms,
             session_timeout_ms=self.session_timeout_ms,
             group_protocol=self.group_protocol,
+            client_config=dict(self.client_config),
+            txn_delay_ms=self.txn_delay_ms,
             record_history=self.record_history,
         )
 

@@ -43,8 +43,8 @@ from history.eos_records import (
     H_TXN_SEQ,
     transform,
 )
-from workloads.clients import Calls, ClientError, Exit, make_clients, subscribe
-from workloads.eos_config import ProcessorConfig, arm_path, fired_path
+from workloads.clients import Calls, ClientError, Exit, TxnDelay, make_clients, subscribe
+from workloads.eos_config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
 from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
 
 EXIT_OK = 0
@@ -106,6 +106,8 @@ class Processor:
         self.consumer: Any = None
         self.producer: Any = None
         self.calls = Calls(f"instance {cfg.instance}", cfg.call_timeout_s, floor_s=1.0)
+        #: ``--txn-delay-ms``: between the produce calls, before the offsets, before the commit.
+        self.delay = TxnDelay(cfg.txn_delay_ms, cfg.seed)
 
     # --- signals and hooks -----------------------------------------------------------
 
@@ -185,7 +187,8 @@ class Processor:
             read_committed=cfg.variant != "read-uncommitted",
             group_protocol=cfg.group_protocol,
             log_level=4,
-            producer={"linger.ms": 5},
+            producer=PRODUCER_SETTINGS,
+            settings=cfg.client_config,
         )
 
     # --- rebalance callbacks -----------------------------------------------------------
@@ -246,6 +249,9 @@ class Processor:
             "group_id": cfg.group_id,
             "input_topic": cfg.input_topic,
             "output_topic": cfg.output_topic,
+            "group_protocol": cfg.group_protocol,
+            "client_config": cfg.client_config,
+            "txn_delay_ms": cfg.txn_delay_ms,
         }
         self.rec.invoke("start", value)
         self._make_clients()
@@ -321,6 +327,8 @@ class Processor:
                 self._begin()
             stage = "produce"
             for i, m in enumerate(batch):
+                if i:
+                    self.delay()
                 out_value = transform(m.value().decode())
                 outputs[i][2] = out_value
                 self.producer.produce(
@@ -360,6 +368,7 @@ class Processor:
             result["offsets"] = sorted([tp.partition, tp.offset] for tp in positions)
             if cfg.variant == "at-least-once":
                 stage = "commit-offsets"
+                self.delay()
                 self._hook("before-offsets")
                 self._hook("before-commit")  # its offset commit is its only commit step
                 self._commit_offsets(positions)
@@ -369,6 +378,7 @@ class Processor:
                     raise DeliberateAbort()
                 if cfg.variant != "offsets-outside-txn":
                     stage = "send-offsets"
+                    self.delay()
                     self._hook("before-offsets")
                     self.calls.call(
                         "send-offsets",
@@ -377,11 +387,13 @@ class Processor:
                         cgmd,
                     )
                 stage = "commit"
+                self.delay()
                 self._hook("before-commit")
                 self.calls.call("commit", self.producer.commit_transaction)
                 self._hook("after-commit")
                 if cfg.variant == "offsets-outside-txn":
                     stage = "commit-offsets"
+                    self.delay()
                     self._commit_offsets(positions)
         except DeliberateAbort:
             self._failed_txn(

@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from time import monotonic_ns
 from typing import IO, TYPE_CHECKING, Any
@@ -38,6 +38,12 @@ from common.errors import HarnessError
 from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
 from workloads import jsonconfig
+from workloads.clients import (
+    CLIENT_KNOBS,
+    group_broker_settings,
+    group_protocol_needs,
+    probe_client_settings,
+)
 from workloads.processes import Child, Supervisor, child_env, spawn_module
 from workloads.queue_config import (
     CLEAN_EXITS,
@@ -71,8 +77,6 @@ class QueueOptions:
     #: Keys = partitions of ``topic`` (key k is partition k).
     keys: int = 4
     clients: int = 3
-    replication: int = 3
-    min_insync: int = 2
     txn: bool = True
     sub_via: str = "assign"
     #: Relative weights of send / poll / txn ops; ``None`` = equal weights (txn only with txn).
@@ -90,6 +94,12 @@ class QueueOptions:
     op_timeout_s: float = 10.0
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 6000
+    group_protocol: str = "classic"
+    #: ``--client-config``: librdkafka settings of every client's producer and consumer.
+    client_config: dict[str, str] = field(default_factory=dict)
+    #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the micro-ops of an
+    #: op and, in a transaction, before its offsets and its commit.
+    txn_delay_ms: int = 0
     #: Bound on the end-of-run phase (fencing, settling, final reads).
     final_timeout_s: float = 60.0
     group_id: str | None = None
@@ -110,7 +120,7 @@ class QueueOptions:
             return None
         return f"{self.txn_id_prefix or self.topic + '-txn'}-{process}"
 
-    def client_config(
+    def process_config(
         self, process: int, bootstrap: str, history_path: Path, end_ns: int | None
     ) -> ClientConfig:
         remaining = (end_ns - monotonic_ns()) / 1e9 if end_ns is not None else self.time_limit
@@ -138,22 +148,35 @@ class QueueOptions:
             op_timeout_s=self.op_timeout_s,
             transaction_timeout_ms=self.transaction_timeout_ms,
             session_timeout_ms=self.session_timeout_ms,
+            group_protocol=self.group_protocol,
+            client_config=dict(self.client_config),
+            txn_delay_ms=self.txn_delay_ms,
         )
 
     def validate(self) -> None:
         """Fail before any cluster work on options a client would refuse anyway."""
         if self.clients < 1:
             raise HarnessError("the queue workload needs at least one client")
-        if self.replication < 1 or not 1 <= self.min_insync <= self.replication:
-            raise HarnessError("need replication >= 1 and 1 <= min_insync <= replication")
         if self.sub_via not in SUB_VIAS:
             raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
         if self.final_timeout_s <= 0:
             raise HarnessError("final_timeout_s must be > 0")
         try:
-            self.client_config(0, "localhost:9092", Path("0.jsonl"), None).validate()
+            cfg = self.process_config(0, "localhost:9092", Path("0.jsonl"), None)
+            cfg.validate()
         except BadConfig as exc:
             raise HarnessError(f"bad queue options: {exc}") from None
+        if self.client_config:
+            problem = probe_client_settings(
+                self.client_config,
+                self.group_protocol,
+                transactional=self.txn,
+                producer=cfg.producer_settings(),
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                session_timeout_ms=self.session_timeout_ms,
+            )
+            if problem is not None:
+                raise HarnessError(problem)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -255,10 +278,10 @@ class QueueWorkload(Supervisor):
     # --- set-up and clients --------------------------------------------------------------
 
     def setup(self) -> None:
-        """The topic: one partition per key, RF ``replication``, ``min.insync.replicas``."""
+        """The topic: one partition per key, the cluster's replication factor and min ISR
+        (the run's ``--replication-factor`` and ``--min-insync-replicas``)."""
         o = self.options
-        config = {"min.insync.replicas": str(o.min_insync)}
-        self.cluster.ensure_topic(o.topic, o.keys, o.replication, config, timeout=60)
+        self.cluster.ensure_topic(o.topic, o.keys, timeout=60)
 
     def _supervisor_meta(self) -> dict[str, Any]:
         return {"workload": "queue", "role": "supervisor"}
@@ -266,7 +289,7 @@ class QueueWorkload(Supervisor):
     def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
             process = self._allocate_process()
-            cfg = self.options.client_config(
+            cfg = self.options.process_config(
                 process, self.cluster.bootstrap, self.history_path(process), self.end_ns
             )
             cfg.meta = {"slot": slot, "replaces": replaces}
@@ -665,9 +688,14 @@ SPEC = WorkloadSpec(
         Option("--sub-via", "sub_via", "how consumers get partitions", choices=SUB_VIAS),
         Option("--processors", "clients", "client processes kept alive", int),
         Option("--no-txn", "txn", "plain sends and polls, no transactions", action="store_false"),
+        Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
+        Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
+        *CLIENT_KNOBS,
     ),
     checker_suites=("queue",),
     isolate=lambda tag: {"topic": f"queue-{tag}"},
+    broker_settings=lambda o: group_broker_settings(o.group_protocol, o.session_timeout_ms),
+    needs_kafka=lambda o: group_protocol_needs(o.group_protocol),
     figures=Figures(
         throughput=_first_polls,
         fed=lambda: _sent,

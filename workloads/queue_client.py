@@ -57,7 +57,15 @@ from types import FrameType
 from typing import Any, Final
 
 from history import OpType, Recorder
-from workloads.clients import REBALANCE_EVENTS, Calls, ClientError, Exit, make_clients, subscribe
+from workloads.clients import (
+    REBALANCE_EVENTS,
+    Calls,
+    ClientError,
+    Exit,
+    TxnDelay,
+    make_clients,
+    subscribe,
+)
 from workloads.eos_kafka import error_info, warn
 from workloads.queue_config import (
     EXIT_BAD_CONFIG,
@@ -116,6 +124,9 @@ class QueueClient:
         self.subscribed = False
         self.rebalance_log: list[dict[str, Any]] = []
         self.calls = Calls(f"process {cfg.process}", cfg.op_timeout_s, floor_s=0.5, wake=self.wake)
+        #: ``--txn-delay-ms``: between micro-ops, before a transaction's offsets and commit;
+        #: a stop request cuts it short.
+        self.delay = TxnDelay(cfg.txn_delay_ms, f"{cfg.seed}:{cfg.process}", self.wake.wait)
         self.rec = Recorder(
             cfg.history_path,
             cfg.process,
@@ -144,9 +155,9 @@ class QueueClient:
             cfg.process,
             cfg.transactional_id if cfg.txn else None,
             read_committed=cfg.read_committed,
-            # A send that cannot be acknowledged within the op budget is reported, not retried
-            # forever: the op then completes as info (or fail, inside an aborted transaction).
-            producer={"linger.ms": 0, "message.timeout.ms": int(cfg.op_timeout_s * 1000)},
+            group_protocol=cfg.group_protocol,
+            producer=cfg.producer_settings(),
+            settings=cfg.client_config,
         )
         if cfg.txn:
             try:
@@ -317,6 +328,8 @@ class QueueClient:
         """Execute micro-ops in order, writing each completed form into ``done`` as it runs,
         so an op that fails half-way still records what it did (Jepsen's mutable value)."""
         for i, mop in enumerate(mops):
+            if i:
+                self.delay()
             if mop[0] == "send":
                 _, k, v = mop
                 done[i] = ["send", k, [self._send(k, v), v]]
@@ -368,6 +381,7 @@ class QueueClient:
             last = _last_offsets(done)
             if last:
                 positions = [TopicPartition(cfg.topic, k, off + 1) for k, off in last.items()]
+                self.delay()
                 self.calls.call(
                     "send-offsets",
                     lambda t: self.producer.send_offsets_to_transaction(
@@ -382,6 +396,7 @@ class QueueClient:
             reason = {"code": "deliberate-abort", "message": "aborted on purpose"}
             self._abort(f, done, first, reason, committing=False)
             return
+        self.delay()
         try:
             self.calls.call("commit", self.producer.commit_transaction)
         except ClientError as exc:

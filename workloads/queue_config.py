@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from workloads import jsonconfig
+from workloads.clients import client_settings_problem
 
 EXIT_OK: Final = 0
 EXIT_BAD_CONFIG: Final = 2
@@ -75,7 +76,19 @@ class ClientConfig:
     op_timeout_s: float = 10.0
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 6000
+    group_protocol: str = "classic"
+    #: ``--client-config``: settings of this process's producer and consumer, applied last.
+    client_config: dict[str, str] = field(default_factory=dict)
+    #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the micro-ops of an
+    #: op and, in a transaction, before its offsets and its commit.
+    txn_delay_ms: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def producer_settings(self) -> dict[str, Any]:
+        """The producer's settings before the user's ``client_config``: a send that cannot be
+        acknowledged within the op budget is reported, not retried forever (the op then
+        completes as info, or fail inside an aborted transaction)."""
+        return {"linger.ms": 0, "message.timeout.ms": int(self.op_timeout_s * 1000)}
 
     def validate(self) -> None:
         """Refuse configurations whose histories would be meaningless, before any op runs."""
@@ -106,6 +119,11 @@ class ClientConfig:
             raise BadConfig("max_txn_len must be >= 1 (>= 2 with txn ops)")
         if self.rate < 0 or self.time_limit <= 0 or self.op_timeout_s <= 0:
             raise BadConfig("rate must be >= 0; time_limit and op_timeout_s > 0")
+        if self.txn_delay_ms < 0:
+            raise BadConfig(f"--txn-delay-ms must be >= 0, not {self.txn_delay_ms}")
+        problem = client_settings_problem(self.client_config, self.group_protocol)
+        if problem is not None:
+            raise BadConfig(problem)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from common.settings import format_settings
+
 
 class WorkloadOptions(Protocol):
     """The options dataclass of a workload: a dict round trip and a check before any work."""
@@ -46,7 +48,8 @@ class Option:
     help: str = ""
     type: Callable[[str], Any] = str
     choices: tuple[Any, ...] | None = None
-    #: ``store_true`` / ``store_false`` for a switch (``--no-txn`` sets ``txn`` False).
+    #: ``store_true`` / ``store_false`` for a switch (``--no-txn`` sets ``txn`` False);
+    #: ``settings`` for a repeatable ``KEY=VALUE`` flag that fills a dict (``--client-config``).
     action: str | None = None
     metavar: str | None = None
 
@@ -60,6 +63,8 @@ class Option:
             return [self.flag] if value is True else []
         if self.action == "store_false":
             return [self.flag] if value is False else []
+        if self.action == "settings":
+            return format_settings(dict(value or {}), self.flag)
         return [] if value is None else [self.flag, str(value)]
 
 
@@ -108,6 +113,13 @@ class WorkloadSpec:
     #: tag), so runs can share a cluster without sharing state.
     isolate: Callable[[str], dict[str, Any]] = lambda tag: {}
     description: str = ""
+    #: Broker settings a run of these options needs from a fresh cluster (the run's own
+    #: ``--broker-config`` wins over them): e.g. the session timeout of a KIP-848 group,
+    #: which only the broker sets.
+    broker_settings: Callable[[Any], dict[str, str]] = lambda options: {}
+    #: The oldest Kafka these options can run on and what needs it (``("4.0.0", "--group-
+    #: protocol consumer")``), or None.
+    needs_kafka: Callable[[Any], tuple[str, str] | None] = lambda options: None
 
     def options_from_dict(self, raw: Mapping[str, Any]) -> Any:
         options = self.options_type.from_dict(raw)

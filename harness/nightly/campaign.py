@@ -46,6 +46,8 @@ EXPECTED = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from harness.run.workloads import add_workload_flags
+    from harness.substrate.api import add_shape_arguments
     from workloads.eos_config import VARIANTS
 
     p.add_argument("--variants", default="eos", help=f"comma list of: {', '.join(VARIANTS)}")
@@ -56,29 +58,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nemesis", default="all")
     p.add_argument("--nemesis-interval", type=float, default=10.0)
     p.add_argument("--nemesis-duration", type=float, default=10.0)
-    p.add_argument("--abort-probability", type=float, default=None)
-    p.add_argument("--session-timeout-ms", type=int, default=None)
-    p.add_argument("--values", type=int, default=5000)
     p.add_argument("--store", default="store")
     p.add_argument("--shared-cluster", action="store_true")
     p.add_argument("--kafka-version", default=None)
+    # The run's own cluster and eos flags, read the same way (--variants replaces --variant).
+    add_shape_arguments(p)
+    add_workload_flags(p, ["eos"], skip=("--variant",))
 
 
 def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> RunOptions:
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION
-    from harness.run.workloads import get
+    from harness.run.workloads import get, workload_values
+    from harness.substrate.api import shape_from_args
 
+    spec = get("eos").spec
     chosen: dict[str, Any] = {
+        **workload_values(args, spec),
         "variant": variant,
-        "values": args.values,
         "seed": seed,
         "name_suffix": suffix,
     }
-    if args.abort_probability is not None:
-        chosen["abort_probability"] = args.abort_probability
-    if args.session_timeout_ms is not None:
-        chosen["session_timeout_ms"] = args.session_timeout_ms
-    eos = get("eos").spec.options_from_dict(chosen)
     return RunOptions(
         workload="eos",
         time_limit=args.time_limit,
@@ -88,23 +87,38 @@ def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> 
         nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval,
         nemesis_duration=args.nemesis_duration,
-        workload_options=eos,
+        workload_options=spec.options_from_dict(chosen),
+        **shape_from_args(args),
     )
 
 
+def _checked(args: argparse.Namespace, variants: list[str]) -> RunOptions:
+    """Every variant's options, completed and checked before the first run (a bad value is
+    one line and exit status 2, not ten runs judged unknown); the first variant's."""
+    from harness.run.runner import build_nemeses, cluster_config_of
+    from harness.run.workloads import complete
+
+    checked = []
+    for variant in variants:
+        options = complete(_options(args, variant, args.first_seed, ""))
+        build_nemeses(options)
+        cluster_config_of(options, None).validate()
+        checked.append(options)
+    return checked[0]
+
+
 @contextlib.contextmanager
-def _shared(args: argparse.Namespace, root: Path) -> Iterator[Any]:
-    """One cluster and one Spark session for the whole campaign (or neither)."""
+def _shared(args: argparse.Namespace, root: Path, options: RunOptions) -> Iterator[Any]:
+    """One cluster (shaped as ``options`` says) and one Spark session for the whole campaign
+    (or neither)."""
     if not args.shared_cluster:
         yield None
         return
     from checkers.spark import start_spark, stop_spark
-    from harness.kafka.versions import DEFAULT_KAFKA_VERSION
-    from harness.substrate.api import ClusterConfig
+    from harness.run.runner import cluster_config_of
     from harness.substrate.process.cluster import Cluster
 
-    cfg = ClusterConfig(kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION, store=root)
-    with Cluster(cfg) as cluster:
+    with Cluster(cluster_config_of(options, root)) as cluster:
         start_spark()
         try:
             yield cluster
@@ -178,11 +192,12 @@ def campaign_command(args: argparse.Namespace) -> int:
         raise HarnessError(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     if args.runs < 1:
         raise HarnessError("--runs must be at least 1")
+    first = _checked(args, variants)
     root = new_run_dir(Path(args.store), "campaign")
     out = root / "campaign.json"
     runs: list[dict[str, Any]] = []
     print(f"campaign: {root}", flush=True)
-    with _shared(args, root) as cluster:
+    with _shared(args, root, first) as cluster:
         for variant in variants:
             for seed in range(args.first_seed, args.first_seed + args.runs):
                 r = _one(args, cluster, root, variant, seed)

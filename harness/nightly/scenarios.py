@@ -29,7 +29,10 @@ class Scenario:
     """One run configuration and its expected verdict."""
 
     name: str
-    #: A workload of the registry, and its own flags (as ``--workload NAME`` takes them).
+    #: A workload of the registry, and the flags of the run: the workload's own, the
+    #: cluster's shape (``--nodes``, ``--broker-config``, ``--replication-factor``,
+    #: ``--min-insync-replicas``) and the clients' knobs (``--client-config``,
+    #: ``--group-protocol``, ``--txn-delay-ms``), as ``python -m harness run`` takes them.
     workload: str = "eos"
     flags: tuple[str, ...] = ()
     #: The client library (decides the transaction versions it can run).
@@ -45,6 +48,12 @@ class Scenario:
     #: first fault (due one interval after the start) never comes.
     nemesis_interval: float = 5.0
     nemesis_duration: float = 5.0
+    #: The oldest Kafka the scenario can run on (``--group-protocol consumer``: 4.0.0);
+    #: older versions do not get the cell.
+    min_kafka: str | None = None
+
+    def runs_on(self, version: str) -> bool:
+        return self.min_kafka is None or KafkaVersion(version) >= KafkaVersion(self.min_kafka)
 
     def run_args(self) -> list[str]:
         """The ``python -m harness run`` arguments of this scenario (no version, store, TV)."""
@@ -55,10 +64,17 @@ class Scenario:
         return args
 
 
-def eos(name: str, client: str = "python", variant: str = "eos", **kw: Any) -> Scenario:
-    """An eos scenario: its client and variant are flags of the eos workload."""
+def eos(
+    name: str,
+    client: str = "python",
+    variant: str = "eos",
+    extra: tuple[str, ...] = (),
+    **kw: Any,
+) -> Scenario:
+    """An eos scenario: its client and variant are flags of the eos workload; ``extra`` are
+    any other flags of the run."""
     flags = ("--client", client) + (("--variant", variant) if variant != "eos" else ())
-    return Scenario(name, "eos", flags, client, variant, **kw)
+    return Scenario(name, "eos", flags + extra, client, variant, **kw)
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,27 @@ SCENARIOS: dict[str, Scenario] = {
             nemesis_duration=15,
             expected="invalid",
         ),
+        # The knobs a Jepsen user turns: random pauses inside each transaction (the recipe of
+        # KAFKA-17754) with tighter client timeouts; KIP-848 consumer groups; five nodes.
+        eos(
+            "eos-python-txn-delay",
+            extra=("--txn-delay-ms", "20", "--client-config", "request.timeout.ms=5000"),
+            nemesis="kill-processor,pause",
+            time_limit=30,
+        ),
+        eos(
+            "eos-python-consumer-protocol",
+            extra=("--group-protocol", "consumer"),
+            nemesis="kill-processor",
+            time_limit=30,
+            min_kafka="4.0.0",
+        ),
+        eos(
+            "eos-python-5-nodes",
+            extra=("--nodes", "5", "--replication-factor", "5", "--min-insync-replicas", "3"),
+            nemesis="kill,partition",
+            time_limit=30,
+        ),
         # Caught without any fault: the seeder's aborted batches are read and transformed.
         eos(
             "broken-read-uncommitted", variant="read-uncommitted", time_limit=10, expected="invalid"
@@ -163,6 +200,7 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "broken-offsets-outside-txn",
     ),
     "broken": ("broken-read-uncommitted", "broken-at-least-once", "broken-offsets-outside-txn"),
+    "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
 }
 
 
@@ -198,6 +236,8 @@ def expand(
     cells = []
     for v in versions:
         for s in scenarios:
+            if not s.runs_on(v):
+                continue
             tl = time_limit if time_limit is not None else s.time_limit
             cells += [Cell(v, s, tv, tl) for tv in transaction_versions(v, s)]
     return cells

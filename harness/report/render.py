@@ -28,6 +28,7 @@ def workload_options(config: dict[str, Any]) -> dict[str, Any]:
 def repro_command(data: RunData) -> str:
     """The command line that runs this test again: the run's own flags, and the flags of
     its workload's options as the workload declares them (``workloads.spec.Option``)."""
+    from harness.run.options import repro_args as run_flags
     from harness.run.workloads import spec_of
 
     c = data.config
@@ -37,14 +38,7 @@ def repro_command(data: RunData) -> str:
     args = ["python", "-m", "harness", "run", "--workload", workload]
     if spec is not None:
         args += spec.repro_args(workload_options(c))
-    for flag, value in (
-        ("--time-limit", opts.get("time_limit")),
-        ("--seed", opts.get("seed")),
-        ("--kafka-version", opts.get("kafka_version")),
-        ("--transaction-version", opts.get("transaction_version")),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
+    args += run_flags(opts)
     nemesis = opts.get("nemesis")
     if (data.run_dir / "schedule.json").exists():
         args += ["--replay", str(data.run_dir.resolve() / "schedule.json")]

@@ -6,10 +6,12 @@ without importing the runner that calls them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from common.settings import format_settings
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from history import Recorder
 
@@ -30,7 +32,12 @@ class RunOptions:
     transaction_version: int | None = None
     nodes: int = 3
     network: str = "auto"
+    #: ``--broker-config``: over the harness's defaults (``harness.substrate.api``).
     broker_settings: dict[str, str] = field(default_factory=dict)
+    #: Of the workload's topics and the internal ones (None: ``min(3, nodes)``).
+    replication_factor: int | None = None
+    #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
+    min_insync_replicas: int | None = None
     store: Path = Path("store")
     nemesis: str = "none"
     nemesis_interval: float = 10.0
@@ -62,6 +69,24 @@ class RunOptions:
         )
         out["test_name"] = self.test_name
         return out
+
+
+def repro_args(options: Mapping[str, Any]) -> list[str]:
+    """The flags of ``python -m harness run`` that give these run options again (``options``
+    as ``config.json`` holds them; the workload's own flags are its spec's to spell)."""
+    args: list[str] = []
+    for flag, key in (
+        ("--time-limit", "time_limit"),
+        ("--seed", "seed"),
+        ("--kafka-version", "kafka_version"),
+        ("--transaction-version", "transaction_version"),
+        ("--nodes", "nodes"),
+        ("--replication-factor", "replication_factor"),
+        ("--min-insync-replicas", "min_insync_replicas"),
+    ):
+        if options.get(key) is not None:
+            args += [flag, str(options[key])]
+    return args + format_settings(dict(options.get("broker_settings") or {}), "--broker-config")
 
 
 @dataclass

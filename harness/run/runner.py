@@ -42,7 +42,7 @@ from harness.run.workloads import (
 )
 from harness.run.workloads import get as get_workload
 from harness.storefiles import new_unique_dir
-from harness.substrate.api import ClusterConfig
+from harness.substrate.api import ClusterConfig, add_shape_arguments, shape_from_args
 from harness.substrate.backends import add_backend_argument, open_cluster
 from history import load_history, merge_histories
 
@@ -161,14 +161,7 @@ def run(
     options = complete(options)
     nemeses = build_nemeses(options) if nemeses is None else nemeses
     run_dir = run_dir or start_run_dir(options)
-    cluster_config = ClusterConfig(
-        nodes=options.nodes,
-        kafka_version=options.kafka_version,
-        transaction_version=options.transaction_version,
-        broker_settings=dict(options.broker_settings),
-        store=run_dir,
-        network=options.network,
-    )
+    cluster_config = cluster_config_of(options, run_dir)
     write_config(run_dir, options, {"cluster": _jsonable(asdict(cluster_config))})
     on_phase("starting the cluster")
     with open_cluster(cluster_config, options.backend) as cluster:
@@ -191,6 +184,23 @@ def run(
     on_phase("checking")
     result.verdict = judge(run_dir)
     return result
+
+
+def cluster_config_of(options: RunOptions, store: Path | None) -> ClusterConfig:
+    """The cluster a run of ``options`` gets: its shape, its version, and the broker settings
+    its workload needs (``WorkloadSpec.broker_settings``) under the run's ``--broker-config``."""
+    wopts = options.workload_options
+    needed = get_workload(options.workload).spec.broker_settings(wopts) if wopts else {}
+    return ClusterConfig(
+        nodes=options.nodes,
+        kafka_version=options.kafka_version,
+        transaction_version=options.transaction_version,
+        broker_settings={**needed, **options.broker_settings},
+        replication_factor=options.replication_factor,
+        min_insync_replicas=options.min_insync_replicas,
+        store=store,
+        network=options.network,
+    )
 
 
 def start_run_dir(options: RunOptions) -> Path:
@@ -233,6 +243,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="replay the faults of a saved schedule.json",
     )
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+    add_shape_arguments(p)
     add_backend_argument(p)
     add_workload_arguments(p)
 
@@ -255,6 +266,10 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         replay=Path(args.replay) if args.replay else None,
         workload_options=workload_options_from_args(args, seed),
         backend=args.backend,
+        **shape_from_args(args),
     )
-    build_nemeses(options)  # unknown names fail before a cluster is built
-    return complete(options)
+    # Unknown fault names and impossible cluster shapes fail before a cluster is built.
+    build_nemeses(options)
+    options = complete(options)
+    cluster_config_of(options, None).validate()
+    return options

@@ -15,6 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from common.errors import HarnessError
+from common.settings import parse_settings
+from harness.kafka.versions import KafkaVersion
 from harness.run.drive import Workload
 from harness.run.drivers import eos, queue
 from harness.run.options import RunOptions
@@ -65,32 +67,52 @@ def complete(options: RunOptions) -> RunOptions:
             f"got {type(wopts).__name__}"
         )
     wopts.validate()
+    need = workload.spec.needs_kafka(wopts)
+    if need is not None and KafkaVersion(options.kafka_version) < KafkaVersion(need[0]):
+        raise HarnessError(f"{need[1]} needs Kafka {need[0]} or newer, not {options.kafka_version}")
     return workload.prepare(replace(options, workload_options=wopts))
 
 
 # --- the command line ---------------------------------------------------------------------
 
 
-def _flags() -> list[Option]:
-    """Every flag of every workload, each once (the first declaration's parsing)."""
+def _flags(names: list[str] | None = None) -> list[Option]:
+    """Every flag of the named workloads (default: all), each once (the first declaration's
+    parsing)."""
     seen: dict[str, Option] = {}
     for w in _REGISTRY.values():
-        for o in w.spec.cli:
-            seen.setdefault(o.dest, o)
+        if names is None or w.name in names:
+            for o in w.spec.cli:
+                seen.setdefault(o.dest, o)
     return list(seen.values())
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    """``--workload`` and the flags of every workload; a flag's help names who reads it."""
+    """``--workload`` and the flags of every workload."""
     p.add_argument("--workload", choices=names(), default="eos")
+    add_workload_flags(p)
+
+
+def add_workload_flags(
+    p: argparse.ArgumentParser, names: list[str] | None = None, skip: tuple[str, ...] = ()
+) -> None:
+    """The flags of the named workloads (default: all) but ``skip``; a flag's help names who
+    reads it. ``settings`` flags are repeatable ``KEY=VALUE`` (read by
+    :func:`workload_values`)."""
     readers: dict[str, list[str]] = {}
     for w in _REGISTRY.values():
-        for o in w.spec.cli:
-            readers.setdefault(o.dest, []).append(f"{w.name}: {o.help}" if o.help else w.name)
-    for o in _flags():
+        if names is None or w.name in names:
+            for o in w.spec.cli:
+                readers.setdefault(o.dest, []).append(f"{w.name}: {o.help}" if o.help else w.name)
+    for o in _flags(names):
+        if o.flag in skip:
+            continue
         kwargs: dict[str, Any] = {"dest": o.dest, "default": argparse.SUPPRESS}
         kwargs["help"] = "; ".join(readers[o.dest])
-        if o.action:
+        if o.action == "settings":
+            kwargs["action"] = "append"
+            kwargs["metavar"] = o.metavar or "KEY=VALUE"
+        elif o.action:
             kwargs["action"] = o.action
         else:
             kwargs["type"] = o.type
@@ -98,6 +120,16 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
             if o.choices:
                 kwargs["choices"] = o.choices
         p.add_argument(o.flag, **kwargs)
+
+
+def workload_values(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
+    """The options fields of ``spec`` that the parsed flags give (a flag not given: absent)."""
+    values: dict[str, Any] = {}
+    for o in spec.cli:
+        if hasattr(args, o.dest):
+            value = getattr(args, o.dest)
+            values[o.field] = parse_settings(value, o.flag) if o.action == "settings" else value
+    return values
 
 
 def workload_options_from_args(args: argparse.Namespace, seed: int) -> Any:
@@ -108,5 +140,4 @@ def workload_options_from_args(args: argparse.Namespace, seed: int) -> Any:
     foreign = sorted(o.flag for o in _flags() if hasattr(args, o.dest) and o.dest not in mine)
     if foreign:
         raise HarnessError(f"{', '.join(foreign)}: not an option of --workload {spec.name}")
-    values = {o.field: getattr(args, o.dest) for o in spec.cli if hasattr(args, o.dest)}
-    return spec.options_from_dict({**values, "seed": seed})
+    return spec.options_from_dict({**workload_values(args, spec), "seed": seed})

@@ -27,7 +27,7 @@ from common.waits import wait_for
 from harness.kafka import coordinators, tools
 from harness.kafka.wire import fetch_metadata, fetch_partitions
 from harness.substrate import readiness
-from harness.substrate.api import ClusterConfig, default_broker_settings, new_cluster_id
+from harness.substrate.api import ClusterConfig, new_cluster_id
 from harness.substrate.runstate import MARKER_ENV, new_run_id
 from harness.substrate.toxiproxy import Toxiproxy, proxy_name
 
@@ -76,14 +76,6 @@ class _Node(Protocol):
 N = TypeVar("N", bound=_Node)
 
 
-def check_config(config: ClusterConfig) -> None:
-    """The checks every backend makes on its configuration."""
-    if config.nodes < 1:
-        raise HarnessError("a cluster needs at least one node")
-    if config.transaction_version not in (None, 0, 1, 2):
-        raise HarnessError("transaction.version must be 0, 1 or 2")
-
-
 def port_free(port: int) -> bool:
     """Whether nothing listens on ``127.0.0.1:port`` (both backends publish ports there)."""
     with socket.socket() as s:
@@ -121,7 +113,7 @@ class ClusterBase(Generic[N]):
 
     def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
         self.config = config or ClusterConfig(**kwargs)
-        check_config(self.config)
+        self.config.validate()
         self.run_id = new_run_id()
         self.cluster_id = new_cluster_id()
         self.install = None
@@ -141,9 +133,8 @@ class ClusterBase(Generic[N]):
             raise HarnessError(f"Kafka {version} has no transaction.version feature (4.x only)")
 
     def _make_settings(self) -> dict[str, str]:
-        """The defaults for this many nodes, overridden by the configuration's."""
-        self.settings = default_broker_settings(self.config.nodes)
-        self.settings.update(self.config.broker_settings)
+        """The defaults for this shape, overridden by the configuration's settings."""
+        self.settings = self.config.settings()
         return self.settings
 
     def _make_store(self) -> Path:
@@ -317,15 +308,19 @@ class ClusterBase(Generic[N]):
         self,
         topic: str,
         partitions: int,
-        replication: int,
+        replication: int | None = None,
         config: dict[str, str] | None = None,
         timeout: float = 30.0,
     ) -> None:
         """Create ``topic`` (idempotently) and wait until every partition has a leader and
-        a full ISR."""
+        a full ISR. ``replication`` None: the brokers' ``default.replication.factor`` (the
+        run's ``--replication-factor``); without ``min.insync.replicas`` in ``config`` the
+        topic takes the brokers' (``--min-insync-replicas``)."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import NewTopic
 
+        if replication is None:
+            replication = int(self.settings["default.replication.factor"])
         admin = self.admin()
         futures = admin.create_topics(
             [NewTopic(topic, partitions, replication, config=config or {})],

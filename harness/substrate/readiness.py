@@ -28,7 +28,9 @@ def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
 
     deadline = time.monotonic() + timeout
     n = len(cluster.node_ids())
-    cluster.ensure_topic(READY_TOPIC, n, min(3, n), timeout=timeout)
+    # The cluster's replication factor and min ISR: a write must meet the same min ISR as
+    # the workload's will.
+    cluster.ensure_topic(READY_TOPIC, n, timeout=timeout)
     producer = Producer(
         {
             **QUIET,
