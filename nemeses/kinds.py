@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemeses import faults as f
+from nemeses.recipes import RECIPES, recipe
 from nemeses.targets import FaultContext
 
 Params = Callable[[random.Random, int, bool], dict[str, Any]]
@@ -184,13 +185,19 @@ def parse_kinds(
     spec = spec.strip()
     if spec in ("", "none"):
         return []
+    named = recipe(spec)
+    if named is not None:
+        spec = ",".join(named.kinds)
     if spec == "all":
         skipped = skipped_by_all(netns=netns, clients=clients, hooks=hooks)
         return [name for name in KINDS if name not in skipped]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in KINDS]
     if unknown:
-        raise ValueError(f"unknown nemesis {unknown[0]!r}; known: all, none, {', '.join(KINDS)}")
+        raise ValueError(
+            f"unknown nemesis {unknown[0]!r}; known: all, none, {', '.join(KINDS)}, "
+            f"or a recipe: {', '.join(RECIPES)}"
+        )
     if not netns and any(KINDS[n].needs_netns for n in names):
         raise ValueError("partition faults need network namespaces (run as root)")
     if not clients and any(KINDS[n].needs_clients for n in names):

@@ -65,10 +65,15 @@ def generate(
     has_clients: bool = True,
     session_timeout_s: float = 10.0,
     skipped: dict[str, str] | None = None,
+    duration_range: tuple[float, float] | None = None,
+    pinned: dict[str, dict[str, Any]] | None = None,
 ) -> Schedule:
-    """Faults one after another: ``interval`` of calm, then a fault for about ``duration``;
-    beside them, each stream kind every ``STREAM_INTERVAL`` seconds from the start."""
+    """Faults one after another: ``interval`` of calm, then a fault for about ``duration``
+    (or for a length drawn from ``duration_range``, as named recipes ask); beside them, each
+    stream kind every ``STREAM_INTERVAL`` seconds from the start. ``pinned`` fixes some
+    parameters of a kind over the ones the seed draws."""
     rng = random.Random(seed)
+    pinned = pinned or {}
     sched = Schedule(seed, list(kinds), time_limit, interval, duration, skipped=dict(skipped or {}))
     streams = [k for k in kinds if KINDS[k].stream]
     serial = [k for k in kinds if not KINDS[k].stream]
@@ -86,11 +91,13 @@ def generate(
     while serial and t < time_limit - 1:
         name = rng.choice(serial)
         kind = KINDS[name]
-        params = kind.params(rng, nodes, has_clients)
+        params = {**kind.params(rng, nodes, has_clients), **pinned.get(name, {})}
         if kind.instant:
             dur = 0.0
         elif kind.zombie:
             dur = round(session_timeout_s + 5.0 + rng.uniform(0, 3), 1)
+        elif duration_range is not None:
+            dur = round(rng.uniform(*duration_range), 1)
         else:
             dur = round(rng.uniform(0.5 * duration, 1.5 * duration), 1)
         sched.events.append(Event(round(t, 1), name, params, dur))

@@ -144,3 +144,28 @@ def test_moments_are_the_processors_hook_points() -> None:
 
     assert set(MOMENTS) == {*HOOK_POINTS, "during-commit"}
     assert set(COORDINATOR_MOMENTS) <= set(HOOK_POINTS)
+
+
+def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
+    """A recipe name is a schedule: its kinds only, lengths from its range, pinned choices
+    kept, and the same seed gives the same events."""
+    from harness.run.nemesis import plan
+    from harness.run.options import RunOptions
+
+    assert parse_kinds("kafka-17754") == ["pause"]
+    assert parse_kinds("coordinator-pause") == ["coordinator-at"]
+    with pytest.raises(ValueError, match="recipe: kafka-17754"):
+        parse_kinds("kafka-1")
+    options = RunOptions(workload="eos", time_limit=300, seed=5, nemesis="kafka-17754")
+    a, b = plan(options, True, 10.0), plan(options, True, 10.0)
+    assert a.to_json() == b.to_json() and len(a.events) >= 8
+    assert {e.kind for e in a.events} == {"pause"}
+    assert all(0.0 <= e.duration <= 30.0 for e in a.events)
+    assert max(e.duration for e in a.events) > 20 and min(e.duration for e in a.events) < 10
+    starts = [e.at for e in a.events]
+    assert 10 <= (starts[-1] - starts[0]) / (len(starts) - 1) <= 20  # about one every 15 s
+    options = RunOptions(workload="eos", time_limit=120, seed=5, nemesis="coordinator-pause")
+    events = plan(options, True, 10.0).events
+    assert events and all(e.kind == "coordinator-at" for e in events)
+    assert all(e.params["fault"] == "pause" and e.params["at"] == "before-commit" for e in events)
+    assert all(1.0 <= e.duration <= 15.0 for e in events)

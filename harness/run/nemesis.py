@@ -16,6 +16,7 @@ from common.errors import HarnessError
 from nemeses import schedule as schedules
 from nemeses.engine import Nemesis as Engine
 from nemeses.kinds import parse_kinds, skipped_by_all
+from nemeses.recipes import recipe
 from nemeses.targets import FaultContext
 
 if TYPE_CHECKING:
@@ -45,16 +46,19 @@ def plan(
     skipped = {}
     if options.nemesis.strip() == "all":
         skipped = skipped_by_all(netns=netns, clients=True, hooks=hooks)
+    named = recipe(options.nemesis)
     return schedules.generate(
         kinds_for(options, netns, hooks),
         seed=options.seed,
         time_limit=options.time_limit,
-        interval=options.nemesis_interval,
+        interval=named.interval if named else options.nemesis_interval,
         duration=options.nemesis_duration,
         nodes=options.nodes,
         has_clients=True,
         session_timeout_s=session_timeout_s,
         skipped=skipped,
+        duration_range=named.duration_range if named else None,
+        pinned=named.pinned if named else None,
     )
 
 

@@ -231,8 +231,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--nemesis",
         default="none",
         metavar="KINDS",
-        help="none, all, or a comma list of: partition, client-cut, pause, kill, restart, "
-        "slow, late-request, pause-processor, zombie, kill-processor, hijack",
+        help="none, all, a comma list of fault kinds (partition, client-cut, pause, kill, "
+        "restart, slow, late-request, pause-processor, zombie, kill-processor, hijack, "
+        "crash-clients, pause-at, coordinator-at), or a named recipe (kafka-17754, "
+        "coordinator-pause; see README, Faults)",
     )
     p.add_argument("--nemesis-interval", type=float, default=10.0, metavar="S")
     p.add_argument("--nemesis-duration", type=float, default=10.0, metavar="S")

@@ -1,0 +1,67 @@
+"""Named fault schedules: recipes from bug reports, given by name to ``--nemesis``.
+
+A recipe fixes what a bug's reproduction needs from the faults (which kinds, how long each
+fault lasts, how much calm between them, which sub-choices are pinned) and leaves the rest to
+the seed, so ``--nemesis kafka-17754 --seed 3`` is as reproducible as any other schedule and
+its executed form is saved in ``schedule.json`` like every other. Client-side settings that
+belong to a recipe (timeouts, delays between the operations of a transaction) are the
+workload's business and are named here only as advice, in ``with_flags``: the nemesis room
+does not reach into the clients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    #: What the recipe reproduces, one sentence.
+    description: str
+    kinds: tuple[str, ...]
+    #: Seconds of calm after a fault ends and before the next starts.
+    interval: float
+    #: Each fault lasts a duration drawn uniformly from this range (seconds).
+    duration_range: tuple[float, float]
+    #: Per kind, parameters pinned over the ones the seed draws.
+    pinned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The run flags the original reproduction used beside these faults (advice; recorded
+    #: in docs and matrix scenarios, not applied by the nemesis).
+    with_flags: tuple[str, ...] = ()
+
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            name="kafka-17754",
+            description="Jepsen's KAFKA-17754 reproduction: broker SIGSTOPs of 0-30 s, "
+            "a new one about every 15 s, aimed at leaders, coordinators and the controller",
+            kinds=("pause",),
+            interval=0.5,
+            duration_range=(0.0, 30.0),
+            with_flags=(
+                "--transaction-timeout-ms 1000",
+                "--client-config request.timeout.ms=3000",
+                "--client-config message.timeout.ms=10000",
+                "--txn-delay-ms 100",
+            ),
+        ),
+        Recipe(
+            name="coordinator-pause",
+            description="SIGSTOP of a processor's transaction coordinator as its EndTxn goes "
+            "out (the processor is held at before-commit until the broker is stopped)",
+            kinds=("coordinator-at",),
+            interval=5.0,
+            duration_range=(1.0, 15.0),
+            pinned={"coordinator-at": {"at": "before-commit", "fault": "pause"}},
+        ),
+    )
+}
+
+
+def recipe(spec: str) -> Recipe | None:
+    """The recipe ``spec`` names, or ``None`` when ``spec`` is a list of kinds."""
+    return RECIPES.get(spec.strip())
