@@ -24,10 +24,15 @@ TXN_ID_STRATEGIES = ("unique", "static")
 #: Where a test-only hook may fire inside one unit of processing, in execution order.
 HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
 HOOK_ACTIONS = ("kill", "stop", "exit")
+#: ``python``: confluent-kafka processors (``workloads.eos_processor``); ``java``: their Java
+#: twin on the Java client (``workloads/java``, same history); ``copier``: Kafka's own
+#: TransactionalMessageCopier (``workloads.eos_copier``, no history op by op).
+CLIENTS = ("python", "java", "copier")
 
 
 def arm_path(history_path: str) -> Path:
-    """Where a nemesis writes the moment it arms in a live processor (then sends SIGUSR2)."""
+    """Where a nemesis writes the moment it arms in a live processor (then sends SIGUSR2 to a
+    Python processor; a Java one looks at the file at each hook point)."""
     return Path(f"{history_path}.arm")
 
 
@@ -148,7 +153,7 @@ class EosOptions:
     transaction_timeout_ms: int = 10000
     session_timeout_ms: int = 10000
     group_protocol: str = "classic"
-    #: ``python`` (confluent-kafka processors) or ``java`` (Kafka's TransactionalMessageCopier).
+    #: One of :data:`CLIENTS`.
     client: str = "python"
     #: False only to measure the cost of recording; such a run cannot be checked.
     record_history: bool = True
@@ -183,10 +188,10 @@ class EosOptions:
             raise HarnessError(f"--variant must be one of {', '.join(VARIANTS)}")
         if self.processors < 1:
             raise HarnessError("--processors must be at least 1")
-        if self.client not in ("python", "java"):
-            raise HarnessError("--client must be python or java")
-        if self.client == "java" and self.variant != "eos":
-            raise HarnessError("the Java copier runs only the correct eos variant")
+        if self.client not in CLIENTS:
+            raise HarnessError(f"--client must be one of {', '.join(CLIENTS)}")
+        if self.client == "copier" and self.variant != "eos":
+            raise HarnessError("Kafka's copier runs only the correct eos variant")
         if self.partitions < 1:
             raise HarnessError("--partitions must be at least 1")
         if self.values < 1:
