@@ -116,10 +116,11 @@ def main() -> None:
     for size in (100, 1000):
         py = results[("python", size, True)]["records_per_s"]
         java = results[("java", size, True)]["records_per_s"]
+        copier = results[("copier", size, True)]["records_per_s"]
         bare = results[("python", size, False)]["records_per_s"]
         print(
-            f"txn size {size}: python/java = {py / java:.2f}x; "
-            f"recording overhead = {(1 - py / bare) * 100:+.1f}%"
+            f"txn size {size}: python/java = {py / java:.2f}x; python/copier = "
+            f"{py / copier:.2f}x; python recording overhead = {(1 - py / bare) * 100:+.1f}%"
         )
 
 

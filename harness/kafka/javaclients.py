@@ -21,12 +21,26 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from common.errors import HarnessError
 
-if TYPE_CHECKING:
-    from harness.kafka.install import Installation
+
+class Installation(Protocol):
+    """What a build needs of ``harness.kafka.install.Installation`` (which imports this module,
+    so it is named structurally here)."""
+
+    @property
+    def libs_dir(self) -> Path: ...
+
+    @property
+    def java(self) -> str: ...
+
+    @property
+    def version(self) -> object: ...
+
+    @property
+    def classpath(self) -> str: ...
 
 #: Where the sources live (a file path, not an import: the harness does not import workloads).
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "workloads" / "java" / "src"
