@@ -1,11 +1,12 @@
-"""Throughput of the eos pipeline: Python processors vs Kafka's Java copier, same cluster.
+"""Throughput of the eos pipeline: Python processors, the project's Java processors and Kafka's
+Java copier, same cluster.
 
 For each configuration the input topic is filled first (N values, 6 partitions), then K
 processors start and the clock runs until the group's committed offsets reach the end of
 every input partition: records/s = N / that time (start-up included, the same for both
 clients), median of --repeats runs. Transactions/s counts committed transactions from the
 histories where they are recorded, else N / transaction size. The recording cost is the
-same Python pipeline run with history recording switched off.
+same pipeline run with history recording switched off.
 
     .venv/bin/python bench/eos_throughput.py [--values 30000] [--processors 3] [--repeats 3]
 """
@@ -83,9 +84,12 @@ def main() -> None:
     configs = [
         ("python", 100, True),
         ("java", 100, True),
+        ("copier", 100, True),
         ("python", 100, False),
+        ("java", 100, False),
         ("python", 1000, True),
         ("java", 1000, True),
+        ("copier", 1000, True),
         ("python", 1000, False),
     ]
     results: dict[tuple[str, int, bool], dict[str, float]] = {}
@@ -112,10 +116,11 @@ def main() -> None:
     for size in (100, 1000):
         py = results[("python", size, True)]["records_per_s"]
         java = results[("java", size, True)]["records_per_s"]
+        copier = results[("copier", size, True)]["records_per_s"]
         bare = results[("python", size, False)]["records_per_s"]
         print(
-            f"txn size {size}: python/java = {py / java:.2f}x; "
-            f"recording overhead = {(1 - py / bare) * 100:+.1f}%"
+            f"txn size {size}: python/java = {py / java:.2f}x; python/copier = "
+            f"{py / copier:.2f}x; python recording overhead = {(1 - py / bare) * 100:+.1f}%"
         )
 
 

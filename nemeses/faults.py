@@ -16,7 +16,7 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from common.procfs import process_state
+from common.procfs import catches_signal, process_state
 from nemeses.targets import FaultContext, choose_broker_role, resolve_broker, resolve_processor
 
 
@@ -279,10 +279,12 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     An outside SIGSTOP almost always lands while the client waits in poll, and on resume
     librdkafka notices the lost membership before it commits anything. A GC pause that
     makes a zombie lands *between* produce and commit; clients that support it are asked
-    (SIGUSR1) to stop themselves at their next offset commit. Others are stopped directly.
+    (SIGUSR1) to stop themselves at their next offset commit. Others, and a processor that
+    has no SIGUSR1 handler yet (still starting: the signal would kill it), are stopped
+    directly.
     """
     instance, pid = _processor(ctx, params)
-    if getattr(ctx.clients, "pause_at_commit", False):
+    if getattr(ctx.clients, "pause_at_commit", False) and catches_signal(pid, signal.SIGUSR1):
         os.kill(pid, signal.SIGUSR1)
         try:
             _wait(lambda: process_state(pid) in ("T", None), 20, f"processor {instance} paused")

@@ -39,10 +39,10 @@ def test_parse_copier_events() -> None:
 def test_java_copier_is_exactly_once_with_transaction_version_2(
     kafka_cluster, harness_store: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    suffix = f"-java-{uuid.uuid4().hex[:6]}"
+    suffix = f"-copier-{uuid.uuid4().hex[:6]}"
     eos = EosOptions(
         name_suffix=suffix,
-        client="java",
+        client="copier",
         values=3000,
         partitions=3,
         processors=2,

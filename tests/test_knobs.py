@@ -162,9 +162,9 @@ def test_defaults_change_nothing() -> None:
             ("--client-config", "message.timeout.ms=60000"),
             "`message.timeout.ms` must be set <= `transaction.timeout.ms`",
         ),
-        (("--client", "java", "--client-config", "retries=1"), "takes no client settings"),
-        (("--client", "java", "--group-protocol", "consumer"), "cannot choose it"),
-        (("--client", "java", "--txn-delay-ms", "10"), "has no pause between its operations"),
+        (("--client", "copier", "--client-config", "retries=1"), "takes no client settings"),
+        (("--client", "copier", "--group-protocol", "consumer"), "cannot choose it"),
+        (("--client", "copier", "--txn-delay-ms", "10"), "has no pause between its operations"),
         (("--workload", "queue", "--txn-delay-ms", "-5"), "--txn-delay-ms must be >= 0"),
         (
             ("--workload", "queue", "--client-config", "transaction.timeout.ms=1"),
@@ -582,6 +582,6 @@ def test_the_scenario_suite_gives_its_knobs_to_every_scenario_that_takes_them() 
     assert (wopts.group_protocol, wopts.txn_delay_ms) == ("consumer", 20)
     assert _with_knobs(get("queue").spec, {"seed": 1}, config).txn_delay_ms == 20
     with pytest.raises(pytest.skip.Exception, match="cannot take the suite's knobs"):
-        _with_knobs(eos, {"seed": 1, "client": "java"}, config)
+        _with_knobs(eos, {"seed": 1, "client": "copier"}, config)
     none = SimpleNamespace(getoption=lambda name: [] if name == "--client-config" else None)
     assert _with_knobs(eos, {"seed": 1}, none) == EosOptions(seed=1)

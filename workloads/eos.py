@@ -32,6 +32,7 @@ from history import Recorder
 from workloads import eos_final
 from workloads.clients import CLIENT_KNOBS, group_broker_settings, group_protocol_needs
 from workloads.eos_config import (
+    CLIENTS,
     TXN_ID_STRATEGIES,
     VARIANTS,
     EosOptions,
@@ -39,7 +40,15 @@ from workloads.eos_config import (
     fired_path,
 )
 from workloads.eos_seeder import SeedResult, result_from_history
-from workloads.processes import PROJECT_ROOT, Child, Supervisor, child_env, spawn_module
+from workloads.java_clients import EOS_PROCESSOR, JVM_OPTS
+from workloads.processes import (
+    PROJECT_ROOT,
+    Child,
+    Supervisor,
+    child_env,
+    spawn_command,
+    spawn_module,
+)
 from workloads.spec import Figures, Option, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -72,6 +81,9 @@ class EosWorkload(Supervisor):
         self.cluster = cluster
         super().__init__(run_dir)
         self.seed_result: SeedResult | None = None
+        #: The Java processor's command line (``--client java``), resolved before the first
+        #: spawn: building the Java clients may fail, and must not fail half-way into a spawn.
+        self._java_command: list[str] | None = None
 
     def __enter__(self) -> EosWorkload:
         return self
@@ -149,8 +161,12 @@ class EosWorkload(Supervisor):
             env = child_env(self.cluster.env)
 
             def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
-                if self.options.client == "java":
+                if self.options.client == "copier":
                     return self._spawn_copier(instance, cfg, env, logf)
+                if self.options.client == "java":
+                    assert self._java_command is not None
+                    argv = [*self._java_command, "--config", cfg.to_json()]
+                    return spawn_command(argv, env, logf)
                 return spawn_module(
                     "workloads.eos_processor", ["--config", cfg.to_json()], env, logf
                 )
@@ -162,7 +178,7 @@ class EosWorkload(Supervisor):
         self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes]
     ) -> subprocess.Popen[bytes]:
         """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier)."""
-        from workloads.eos_copier import JVM_OPTS, copier_command, start_copier
+        from workloads.eos_copier import copier_command, start_copier
 
         o = self.options
         cmd = copier_command(
@@ -186,6 +202,8 @@ class EosWorkload(Supervisor):
         """Start K instances (slots 0..K-1) and the thread that keeps K alive."""
         if self._monitor is not None:
             raise HarnessError("processors already started")
+        if self.options.client == "java":
+            self._java_command = self.cluster.java_client_command(EOS_PROCESSOR, JVM_OPTS)
         self._start_children(self.options.processors, "eos-supervisor")
 
     def wait_stable(self, timeout: float = 60.0) -> None:
@@ -219,12 +237,15 @@ class EosWorkload(Supervisor):
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         """Arm a protocol moment in a live processor: it kills or stops itself there.
 
-        The moment goes in a file beside the instance's history and SIGUSR2 tells the
-        processor to read it; an empty ``at`` disarms. A stale fired file is removed first,
-        so :meth:`fired_hook` reports only this arming.
+        The moment goes in a file beside the instance's history and SIGUSR2 tells a Python
+        processor to read it; an empty ``at`` disarms. A Java processor gets no signal: HotSpot
+        uses SIGUSR2 itself (a stray one crashes the JVM), so it looks at the file at each hook
+        point instead. A stale fired file is removed first, so :meth:`fired_hook` reports only
+        this arming.
         """
         pid = self.processor_pids().get(instance)
-        if pid is None or not catches_signal(pid, signal.SIGUSR2):
+        signals = self.options.client == "python"
+        if pid is None or (signals and not catches_signal(pid, signal.SIGUSR2)):
             raise HarnessError(f"processor instance {instance} cannot be armed yet")
         history = str(self.processes_dir / f"{instance}.jsonl")
         fired_path(history).unlink(missing_ok=True)
@@ -232,7 +253,8 @@ class EosWorkload(Supervisor):
         tmp = arm_path(history).with_suffix(".tmp")
         tmp.write_text(body)
         tmp.replace(arm_path(history))
-        self._signal(instance, signal.SIGUSR2)
+        if signals:
+            self._signal(instance, signal.SIGUSR2)
 
     def fired_hook(self, instance: int) -> dict[str, Any] | None:
         """The armed moment that fired in ``instance`` (point, action, txn, pid), or None."""
@@ -401,8 +423,9 @@ SPEC = WorkloadSpec(
         Option(
             "--client",
             "client",
-            "python: confluent-kafka processors; java: Kafka's TransactionalMessageCopier",
-            choices=("python", "java"),
+            "python: confluent-kafka processors; java: the same processors on the Java client; "
+            "copier: Kafka's TransactionalMessageCopier (queue: python or java)",
+            choices=CLIENTS,
         ),
         Option("--processors", "processors", "processor instances kept alive", int, metavar="K"),
         Option("--partitions", "partitions", "input and output partitions", int, metavar="P"),

@@ -28,10 +28,15 @@ HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit"
 HOOK_ACTIONS = ("kill", "stop", "exit")
 #: Producer settings of a processor, before the user's ``--client-config``.
 PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})
+#: ``python``: confluent-kafka processors (``workloads.eos_processor``); ``java``: their Java
+#: twin on the Java client (``workloads/java``, same history); ``copier``: Kafka's own
+#: TransactionalMessageCopier (``workloads.eos_copier``, no history op by op).
+CLIENTS = ("python", "java", "copier")
 
 
 def arm_path(history_path: str) -> Path:
-    """Where a nemesis writes the moment it arms in a live processor (then sends SIGUSR2)."""
+    """Where a nemesis writes the moment it arms in a live processor (then sends SIGUSR2 to a
+    Python processor; a Java one looks at the file at each hook point)."""
     return Path(f"{history_path}.arm")
 
 
@@ -163,7 +168,7 @@ class EosOptions:
     #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the operations of
     #: each transaction.
     txn_delay_ms: int = 0
-    #: ``python`` (confluent-kafka processors) or ``java`` (Kafka's TransactionalMessageCopier).
+    #: One of :data:`CLIENTS`.
     client: str = "python"
     #: False only to measure the cost of recording; such a run cannot be checked.
     record_history: bool = True
@@ -198,10 +203,10 @@ class EosOptions:
             raise HarnessError(f"--variant must be one of {', '.join(VARIANTS)}")
         if self.processors < 1:
             raise HarnessError("--processors must be at least 1")
-        if self.client not in ("python", "java"):
-            raise HarnessError("--client must be python or java")
-        if self.client == "java":
-            self._java_refusals()
+        if self.client not in CLIENTS:
+            raise HarnessError(f"--client must be one of {', '.join(CLIENTS)}")
+        if self.client == "copier":
+            self._copier_refusals()
         if self.partitions < 1:
             raise HarnessError("--partitions must be at least 1")
         if self.values < 1:
@@ -230,12 +235,12 @@ class EosOptions:
             if problem is not None:
                 raise HarnessError(problem)
 
-    def _java_refusals(self) -> None:
+    def _copier_refusals(self) -> None:
         """What Kafka's TransactionalMessageCopier cannot do: it has fixed command-line
         options, so a knob it cannot take is refused rather than silently dropped."""
-        copier = "Kafka's TransactionalMessageCopier (--client java)"
+        copier = "Kafka's TransactionalMessageCopier (--client copier)"
         if self.variant != "eos":
-            raise HarnessError("the Java copier runs only the correct eos variant")
+            raise HarnessError("Kafka's copier runs only the correct eos variant")
         if self.client_config:
             raise HarnessError(f"--client-config: {copier} takes no client settings")
         if self.group_protocol != "classic":

@@ -1,9 +1,9 @@
 """Child processes of a workload's supervisor: how they are started and kept alive.
 
-Every child is ``python -m <module>`` in a session of its own (a Ctrl-C or a signal to the
-harness's process group does not reach it; the nemeses signal it by pid), with the cluster's
-environment (so the reaper finds it by its run marker if the harness dies) and the project on
-``PYTHONPATH``, its stdout and stderr in a log file.
+Every child is ``python -m <module>`` (or the JVM of its Java twin) in a session of its own
+(a Ctrl-C or a signal to the harness's process group does not reach it; the nemeses signal it
+by pid), with the cluster's environment (so the reaper finds it by its run marker if the
+harness dies) and the project on ``PYTHONPATH``, its stdout and stderr in a log file.
 
 :class:`Supervisor` keeps one child per slot alive: when a child exits it records the exit and
 starts a successor with a new history process id in the same slot, no sooner than
@@ -40,8 +40,16 @@ def spawn_module(
     module: str, args: list[str], env: Mapping[str, str], log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m module *args`` in a new session, output to ``log``."""
+    return spawn_command([sys.executable, "-m", module, *args], env, log)
+
+
+def spawn_command(
+    cmd: list[str], env: Mapping[str, str], log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` (a client process: Python, or a JVM of ``workloads.java_clients``) in a
+    new session, output to ``log``."""
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        cmd,
         env=env,
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,

@@ -1,10 +1,11 @@
 """The Jepsen-style ``queue`` workload: supervisor, final drain, and ``run_queue``.
 
-The clients are separate OS processes (:mod:`workloads.queue_client`), one Jepsen process
-each, spawned in their own sessions with the cluster's environment so the reaper can find them
-if the harness dies. The supervisor keeps ``clients`` of them running until the time limit:
-when one exits (a ``crash`` op, an op with an unknown outcome, a SIGKILL from a nemesis) a
-fresh process with a new process id takes its slot, as Jepsen replaces a crashed client.
+The clients are separate OS processes (:mod:`workloads.queue_client`, or with
+``client="java"`` its Java twin from ``workloads/java``, which writes the same ops), one Jepsen
+process each, spawned in their own sessions with the cluster's environment so the reaper can
+find them if the harness dies. The supervisor keeps ``clients`` of them running until the time
+limit: when one exits (a ``crash`` op, an op with an unknown outcome, a SIGKILL from a nemesis)
+a fresh process with a new process id takes its slot, as Jepsen replaces a crashed client.
 
 At the end, as in Jepsen's final-poll phase, a fresh read_committed consumer assigned to every
 key reads each partition from the beginning to its end, and its reads are recorded as ``ok``
@@ -44,7 +45,8 @@ from workloads.clients import (
     group_protocol_needs,
     probe_client_settings,
 )
-from workloads.processes import Child, Supervisor, child_env, spawn_module
+from workloads.java_clients import CLIENTS, JVM_OPTS, QUEUE_CLIENT
+from workloads.processes import Child, Supervisor, child_env, spawn_command, spawn_module
 from workloads.queue_config import (
     CLEAN_EXITS,
     OP_FS,
@@ -104,6 +106,9 @@ class QueueOptions:
     final_timeout_s: float = 60.0
     group_id: str | None = None
     txn_id_prefix: str | None = None
+    #: ``python`` (confluent-kafka, ``workloads.queue_client``) or ``java`` (its Java twin,
+    #: ``workloads/java``: the same ops on the Java client).
+    client: str = "python"
 
     @property
     def effective_weights(self) -> dict[str, float]:
@@ -159,6 +164,8 @@ class QueueOptions:
             raise HarnessError("the queue workload needs at least one client")
         if self.sub_via not in SUB_VIAS:
             raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
+        if self.client not in CLIENTS:
+            raise HarnessError(f"the queue workload's --client is one of {', '.join(CLIENTS)}")
         if self.final_timeout_s <= 0:
             raise HarnessError("final_timeout_s must be > 0")
         try:
@@ -182,7 +189,8 @@ class QueueOptions:
         return asdict(self)
 
     def name_parts(self) -> list[str]:
-        return ["txn" if self.txn else "notxn", self.sub_via]
+        client = [] if self.client == "python" else [self.client]
+        return ["txn" if self.txn else "notxn", self.sub_via, *client]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
@@ -207,6 +215,9 @@ class QueueWorkload(Supervisor):
         super().__init__(run_dir)
         self.end_ns: int | None = None
         self.final_complete: bool | None = None
+        #: The Java client's command line (``client == "java"``), resolved before the first
+        #: spawn: building the Java clients may fail, and must not fail half-way into a spawn.
+        self._java_command: list[str] | None = None
 
     def __enter__(self) -> QueueWorkload:
         return self
@@ -296,6 +307,9 @@ class QueueWorkload(Supervisor):
             env = child_env(self.cluster.env)
 
             def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
+                if self._java_command is not None:
+                    argv = [*self._java_command, "--config", cfg.to_json()]
+                    return spawn_command(argv, env, logf)
                 return spawn_module(
                     "workloads.queue_client", ["--config", cfg.to_json()], env, logf
                 )
@@ -307,6 +321,8 @@ class QueueWorkload(Supervisor):
         """Start ``clients`` processes and the thread that replaces the ones that exit."""
         if self._monitor is not None:
             raise HarnessError("clients already started")
+        if self.options.client == "java":
+            self._java_command = self.cluster.java_client_command(QUEUE_CLIENT, JVM_OPTS)
         self.end_ns = monotonic_ns() + int(self.options.time_limit * 1e9)
         self._start_children(self.options.clients, "queue-supervisor")
 
@@ -691,6 +707,7 @@ SPEC = WorkloadSpec(
         Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
         Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
         *CLIENT_KNOBS,
+        Option("--client", "client", "python (confluent-kafka) or java", choices=CLIENTS),
     ),
     checker_suites=("queue",),
     isolate=lambda tag: {"topic": f"queue-{tag}"},

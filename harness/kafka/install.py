@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -23,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import HarnessError
+from harness.kafka import javaclients
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion, check_version
+
+log = logging.getLogger("harness.kafka.install")
 
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2"
 TOXIPROXY_VERSION = "v2.5.0"
@@ -213,7 +217,12 @@ def is_installed(version: str) -> bool:
 
 
 def ensure_installed(version: str | None = None) -> Installation:
-    """Install ``version`` (default: the pinned newest 4.x) if needed; a no-op when present."""
+    """Install ``version`` (default: the pinned newest 4.x) if needed; a no-op when present.
+
+    The project's Java clients are compiled against the version's jars here too (once per
+    source content, see :mod:`harness.kafka.javaclients`). A failed compile is a warning, not
+    an error: only runs with ``--client java`` need them, and those fail with the same line.
+    """
     version = version or DEFAULT_KAFKA_VERSION
     java = find_java()
     home = kafka_home(version)
@@ -228,4 +237,9 @@ def ensure_installed(version: str | None = None) -> Installation:
         with _file_lock(root / "locks" / "toxiproxy.lock"):
             if not tp.exists():
                 _install_toxiproxy(tp.parent)
-    return Installation(KafkaVersion(version), home / "libs", tp, java)
+    installation = Installation(KafkaVersion(version), home / "libs", tp, java)
+    try:
+        javaclients.ensure_built(installation)
+    except HarnessError as exc:
+        log.warning("%s (runs with --client java will fail)", exc)
+    return installation

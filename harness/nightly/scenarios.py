@@ -20,8 +20,9 @@ from typing import Any
 from common.errors import HarnessError
 from harness.kafka.versions import KafkaVersion
 
-#: librdkafka (confluent-kafka) does not implement KIP-890, so only Kafka's Java client runs TV2.
-CLIENT_TVS: dict[str, tuple[int, ...]] = {"python": (0,), "java": (0, 2)}
+#: librdkafka (confluent-kafka) does not implement KIP-890, so only Kafka's Java client runs TV2:
+#: the project's own Java clients (``java``) and Kafka's copier (``copier``).
+CLIENT_TVS: dict[str, tuple[int, ...]] = {"python": (0,), "java": (0, 2), "copier": (0, 2)}
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,30 @@ SCENARIOS: dict[str, Scenario] = {
         eos("eos-python-kills", nemesis="kill,kill-processor", time_limit=30),
         eos("eos-python-late", nemesis="late-request,slow", time_limit=30),
         eos("eos-python-all", nemesis="all", time_limit=60),
+        # The project's Java processors: the same history as the Python ones, on the client
+        # that speaks transaction version 2, so TV0 and TV2 compare op by op.
         eos("eos-java", client="java", time_limit=10, tvs=(2,)),
         eos("eos-java-tv0-tv2", client="java", time_limit=10, tvs=(0, 2)),
         eos("eos-java-kills", client="java", nemesis="kill", time_limit=30, tvs=(0, 2)),
+        eos(
+            "eos-java-crash-clients",
+            client="java",
+            nemesis="crash-clients,kill-processor",
+            time_limit=30,
+            tvs=(0, 2),
+        ),
+        Scenario(
+            "queue-java-kill-processor",
+            workload="queue",
+            flags=("--sub-via", "assign", "--client", "java"),
+            client="java",
+            nemesis="kill-processor",
+            time_limit=20,
+            tvs=(2,),
+        ),
+        # Kafka's own TransactionalMessageCopier: judged by the final drain only.
+        eos("eos-copier", client="copier", time_limit=10, tvs=(2,)),
+        eos("eos-copier-tv0-tv2", client="copier", time_limit=10, tvs=(0, 2)),
         eos(
             "broken-at-least-once",
             variant="at-least-once",
@@ -194,7 +216,10 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "eos-python-late",
         "eos-java-tv0-tv2",
         "eos-java-kills",
+        "eos-java-crash-clients",
+        "eos-copier-tv0-tv2",
         "queue-kill-processor",
+        "queue-java-kill-processor",
         "broken-read-uncommitted",
         "broken-at-least-once",
         "broken-offsets-outside-txn",

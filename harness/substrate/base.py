@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from common.errors import HarnessError
 from common.waits import wait_for
-from harness.kafka import coordinators, tools
+from harness.kafka import coordinators, javaclients, tools
 from harness.kafka.wire import fetch_metadata, fetch_partitions
 from harness.substrate import readiness
 from harness.substrate.api import ClusterConfig, new_cluster_id
@@ -351,6 +351,16 @@ class ClusterBase(Generic[N]):
         if self.install is None:
             raise HarnessError(f"this cluster has no Kafka installation to run {simple_name}")
         return tools.tool_command(self.install, simple_name, jvm_opts)
+
+    def java_client_command(
+        self, main_class: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
+    ) -> list[str]:
+        """The command line that starts one of the project's Java clients (built on first use
+        against this cluster's Kafka jars; see ``harness.kafka.javaclients``)."""
+        if self.install is None:
+            raise HarnessError(f"this cluster has no Kafka installation to run {main_class}")
+        log_option = tools.tools_log_option(self.install)
+        return javaclients.java_command(self.install, main_class, jvm_opts, log_option)
 
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str:
         """Run one of Kafka's own tools against this cluster; its stdout."""

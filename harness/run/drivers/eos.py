@@ -60,20 +60,23 @@ def drive(d: Drive) -> Outcome:
             eos.output_topic,
             eos.session_timeout_ms / 1000,
             eos.transaction_timeout_ms / 1000,
-            hooks=eos.client != "java",  # Kafka's copier has no protocol hooks
+            # Kafka's copier has no protocol hooks, and SIGUSR1 (the zombie's "stop at your
+            # next offset commit") would kill its JVM, which has no handler for it.
+            pause_at_commit=eos.client != "copier",
+            hooks=eos.client != "copier",
         )
         try:
             workload.setup()
             # Kafka's Java copier exits once it has copied what its partitions held when they
             # were assigned, so it is fed first and then copies while the faults run.
-            java = eos.client == "java"
-            if java:
+            copier = eos.client == "copier"
+            if copier:
                 workload.seed(d.options.time_limit, threading.Event())
             workload.start_processors()
-            if not java:
+            if not copier:
                 workload.wait_stable(timeout=60 + eos.session_timeout_ms / 1000)
             with d.faults(workload, clients):
-                if not java:
+                if not copier:
                     workload.seed(d.options.time_limit, threading.Event())
             drained = workload.finish()
         finally:

@@ -1,0 +1,81 @@
+package kafkaharness;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * The moment a nemesis armed in this processor, read from the arm file beside its history
+ * ({@code workloads.eos_config.arm_path}), and the fired file that says which moment fired.
+ *
+ * <p>The Python processor re-reads the arm file when SIGUSR2 arrives. A JVM must not get
+ * SIGUSR2: HotSpot on Linux uses it to suspend and resume threads ({@code _JAVA_SR_SIGNUM}), and
+ * a stray one crashes the JVM in its handler (seen here: SIGSEGV in {@code SR_handler}, exit
+ * 134). So the harness only writes the file for Java processors, and the processor looks at it
+ * at every hook point: one {@code stat} there, a read only when the file changed. Each arming
+ * replaces the file by a rename, so a changed (inode, mtime, size) is a new arming; an empty
+ * file disarms.
+ */
+final class ArmFile {
+    private final Path arm;
+    private final Path fired;
+    private Object seen;
+
+    ArmFile(String historyPath) {
+        this.arm = Paths.get(historyPath + ".arm");
+        this.fired = Paths.get(historyPath + ".fired");
+    }
+
+    /**
+     * What the nemesis armed, if it changed since the last look: the parsed object (at, action,
+     * delay_ms), {@link #DISARMED} for an empty file, or null when nothing changed.
+     */
+    @SuppressWarnings("unchecked")
+    Object changed() {
+        BasicFileAttributes attrs;
+        try {
+            attrs = Files.readAttributes(arm, BasicFileAttributes.class);
+        } catch (NoSuchFileException e) {
+            return null;
+        } catch (IOException e) {
+            return null;
+        }
+        Object key = Objects.toString(attrs.fileKey()) + "/" + attrs.lastModifiedTime().toInstant()
+                + "/" + attrs.size();
+        if (key.equals(seen)) {
+            return null;
+        }
+        seen = key;
+        try {
+            String text = Files.readString(arm, StandardCharsets.UTF_8).trim();
+            if (text.isEmpty()) {
+                return DISARMED;
+            }
+            return (Map<String, Object>) Json.parse(text);
+        } catch (IOException | RuntimeException e) {
+            Clients.warn("arm file " + arm + " unreadable: " + e);
+            return null;
+        }
+    }
+
+    static final Object DISARMED = new Object();
+
+    /** Say where the armed moment fired (written before acting, tmp + rename). */
+    void writeFired(Map<String, Object> what) {
+        Path tmp = Paths.get(fired + ".tmp");
+        try {
+            Files.writeString(tmp, Json.encode(what), StandardCharsets.UTF_8);
+            Files.move(tmp, fired, StandardCopyOption.REPLACE_EXISTING,
+                    StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            Clients.warn("could not write " + fired + ": " + e);
+        }
+    }
+}
