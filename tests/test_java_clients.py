@@ -233,10 +233,26 @@ def test_java_processors_stay_exactly_once_when_killed(
 ) -> None:
     from harness.run.verdict import judge
 
-    result = _eos_run(kafka_cluster, harness_store, "java-kills", nemesis="kill-processor")
+    settings = {"request.timeout.ms": "5000", "delivery.timeout.ms": "15000"}
+    result = _eos_run(
+        kafka_cluster,
+        harness_store,
+        "java-kills",
+        nemesis="kill-processor",
+        client_config=settings,
+        txn_delay_ms=5,
+    )
     verdict = judge(result.run_dir)
     assert verdict["valid"] is True, verdict
     ops = load_history(result.history)
+    # The run's knobs reach the Java processors and are recorded as the Python ones do.
+    starts = [
+        o["value"]
+        for o in ops
+        if o["f"] == "start" and o["type"] == "invoke" and isinstance(o["process"], int)
+    ]
+    assert starts and all(v["client_config"] == settings for v in starts), starts[0]
+    assert all(v["txn_delay_ms"] == 5 and v["group_protocol"] == "classic" for v in starts)
     kills = [
         o for o in ops if o["process"] == "nemesis" and o["f"] == "start" and o["type"] == "ok"
     ]

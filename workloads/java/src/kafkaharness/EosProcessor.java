@@ -311,6 +311,12 @@ public final class EosProcessor {
                 "group_id", cfg.str("group_id"),
                 "input_topic", inputTopic,
                 "output_topic", outputTopic);
+        // The knobs of the run, as the Python processors record them.
+        value.put("group_protocol", cfg.has("group_protocol") ? cfg.str("group_protocol")
+                : "classic");
+        Map<String, Object> userSettings = cfg.objOrNull("client_config");
+        value.put("client_config", userSettings == null ? Json.obj() : userSettings);
+        value.put("txn_delay_ms", txnDelayMs);
         rec.invoke("start", value);
         makeClients();
         if (transactional) {
