@@ -14,9 +14,11 @@ builder); :func:`check_result` then fetches the ops once for all examples and fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from checkers.anomalies import EOS, EOS_PROGRESS, names
+from history.eos_records import POISON_PREFIX, input_of
 from history.logdump import CheckerInputError
 
 Op = dict[str, Any]
@@ -94,13 +96,54 @@ def zombie_write(
     return ex, idx
 
 
-def aborted_read(values: list[str | None], kind: str, rec: Row | None, idx: list[int]) -> Example:
+def aborted_read(
+    values: list[str | None],
+    kind: str,
+    rec: Row | None,
+    idx: list[int],
+    log: dict[str, Any] | None = None,
+) -> Example:
     """Drained records by output (partition, offset), then poison inputs by transaction
-    (instance, seq); a poison input's ``values`` are its poison values in input order."""
+    (instance, seq); a poison input's ``values`` are its poison values in input order.
+    ``log``: the record's broker-log evidence (:func:`checkers.log_rules.position_evidence`),
+    for the ``*-in-log`` kinds."""
     ex: dict[str, Any] = {"values": list(values), "kind": kind}
     if rec is not None:
         ex["records"] = [record(rec)]
+    if log is not None:
+        ex["log"] = log
     return ex, idx
+
+
+def committed_later(
+    in_value: str | None,
+    kind: str,
+    txn: tuple[int, int],
+    outcome: str | None,
+    rec: Row,
+    idx: list[int],
+    *,
+    later: tuple[int, int, str | None] | None = None,
+    later_idx: list[int] | None = None,
+    log: dict[str, Any] | None = None,
+) -> Example:
+    """By output (partition, offset). ``txn``/``outcome``: the writer transaction its headers
+    name and how the history says it ended (``fail``, ``info``, ``ok``, None: no completion);
+    ``later``: (instance, seq, outcome) of the latest writer transaction among the records
+    the same marker committed, when it is another one. Ops: the writer's invoke and
+    completion, then the later transaction's."""
+    ex: dict[str, Any] = {
+        "values": [in_value],
+        "kind": kind,
+        "txn": list(txn),
+        "outcome": outcome,
+        "records": [record(rec)],
+    }
+    if later is not None:
+        ex["later"] = {"txn": [later[0], later[1]], "outcome": later[2]}
+    if log is not None:
+        ex["log"] = log
+    return ex, [*idx, *(later_idx or [])]
 
 
 def torn_transaction(
@@ -138,15 +181,135 @@ def order(output_partition: int, src_partition: int, prev: Row, cur: Row) -> Exa
     return ex, []
 
 
-def lso_below_hwm(topic: str, partition: int, lso: int, hwm: int, index: int) -> Example:
-    """Hanging transactions by (op index, position in the op). Ops: the watermarks op."""
-    ex = {"values": [], "kind": "lso-below-hwm", "topic": topic, "partition": partition}
-    return ex | {"lso": lso, "hwm": hwm}, [index]
+#: How long past its timeout a transaction may stay open before it counts as stuck: Kafka's
+#: coordinator looks for timed-out transactions every
+#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (default 10 s, which the
+#: harness keeps), then writes the abort markers.
+ABORT_SWEEP_MS = 10_000
 
 
-def find_hanging_row(broker: int | None, row: dict[str, Any], index: int) -> Example:
+def transaction_timeout_ms(header: Mapping[str, Any] | None) -> int | None:
+    """The run's ``transaction.timeout.ms`` from a merged history header, if it names one.
+
+    The harness writes the workload's options under ``meta.workload_options`` (older runs:
+    ``meta.eos``); see docs/history-format.md, "Workload eos".
+    """
+    meta = (header or {}).get("meta")
+    if not isinstance(meta, Mapping):
+        return None
+    for key in ("workload_options", "eos"):
+        opts = meta.get(key)
+        if isinstance(opts, Mapping):
+            v = opts.get("transaction_timeout_ms")
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    return None
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One partition a final ``watermarks`` op reports with ``lso < hwm``."""
+
+    index: int  # the op's history index
+    pos: int  # the partition's position in the op
+    time: int  # the op's monotonic time (ns)
+    topic: str
+    partition: int
+    lso: int
+    hwm: int
+
+
+@dataclass(frozen=True)
+class HangingRow:
+    """One row of a final ``find-hanging`` op (``pos``: its position among the op's rows)."""
+
+    index: int
+    pos: int
+    broker: int | None
+    row: Mapping[str, Any]
+
+    def place(self) -> tuple[str | None, int | None]:
+        """The (topic, partition) the row names (Kafka prints them as text)."""
+        topic, part = self.row.get("Topic"), self.row.get("Partition")
+        try:
+            return topic, None if part is None else int(part)
+        except (TypeError, ValueError):
+            return topic, None
+
+
+def hanging_cases(
+    watched: list[Watched],
+    rows: list[HangingRow],
+    *,
+    watched_topics: set[str],
+    find_hanging_ran: bool,
+    last_write: int | None,
+    timeout_ms: int | None,
+) -> list[tuple[tuple[int, int], Watched | HangingRow, dict[str, Any]]]:
+    """Every hanging case in check order (op index, position in the op), with the fields
+    that say how sure it is: for a stuck LSO, how long every client had been quiet when
+    the watermarks were read (``quiet_ms``: since the last op of any processor or of the
+    seeder, the only transactional writers), whether that is past the transaction timeout
+    plus the coordinator's abort sweep, and which brokers' ``find-hanging`` list the same
+    partition; for a ``find-hanging`` row, whether the watermarks show that partition stuck.
+
+    Both engines hand over *every* case (there are at most a few per partition), so the
+    cross-references are computed once, here.
+    """
+    stuck = {(w.topic, w.partition) for w in watched}
+    named: dict[tuple[str | None, int | None], list[int]] = {}
+    for r in rows:
+        if r.broker is not None:
+            named.setdefault(r.place(), []).append(r.broker)
+    out: list[tuple[tuple[int, int], Watched | HangingRow, dict[str, Any]]] = []
+    for w in watched:
+        quiet = None if last_write is None else (w.time - last_write) // 1_000_000
+        past = None
+        if quiet is not None and timeout_ms is not None:
+            past = quiet > timeout_ms + ABORT_SWEEP_MS
+        f: dict[str, Any] = {"quiet_ms": quiet, "timeout_ms": timeout_ms, "past_timeout": past}
+        if find_hanging_ran:
+            f["find_hanging"] = sorted(set(named.get((w.topic, w.partition), [])))
+        out.append(((w.index, w.pos), w, f))
+    for r in rows:
+        g: dict[str, Any] = {}
+        topic, part = r.place()
+        if topic in watched_topics:
+            g["lso_below_hwm"] = (topic, part) in stuck
+        out.append(((r.index, r.pos), r, g))
+    out.sort(key=lambda c: c[0])
+    return out
+
+
+def logged_value(log: Mapping[str, Any] | None, offset: int) -> list[str]:
+    """The input value of the data record at ``offset`` in a position's evidence, if any:
+    what a stuck LSO's example names, so the report can follow it (the transaction that wrote
+    it, the faults around it)."""
+    for r in (log or {}).get("records") or []:
+        if r.get("offset") == offset and not r.get("isControl"):
+            payload = r.get("payload")
+            if isinstance(payload, str):
+                v = input_of(payload)
+                if v is not None or payload.startswith(POISON_PREFIX):
+                    return [v if v is not None else payload]
+    return []
+
+
+def lso_below_hwm(w: Watched, fields: dict[str, Any], log: dict[str, Any] | None) -> Example:
+    """Hanging transactions by (op index, position in the op). Ops: the watermarks op.
+    ``fields``: from :func:`hanging_cases`; ``log``: the evidence of the record at the LSO
+    (the first record of the oldest open transaction), when the run has a dump."""
+    ex = {"values": logged_value(log, w.lso), "kind": "lso-below-hwm", "topic": w.topic}
+    ex |= {"partition": w.partition, "lso": w.lso, "hwm": w.hwm} | fields
+    if log is not None:
+        ex["log"] = log
+    return ex, [w.index]
+
+
+def find_hanging_row(r: HangingRow, fields: dict[str, Any]) -> Example:
     """Like :func:`lso_below_hwm`; ops: the find-hanging op."""
-    return {"values": [], "kind": "find-hanging", "broker": broker, "row": row}, [index]
+    ex = {"values": [], "kind": "find-hanging", "broker": r.broker, "row": dict(r.row)}
+    return ex | fields, [r.index]
 
 
 # ------------------------------------------------------------------------------------------
@@ -238,15 +401,20 @@ def _guarded(fn: Callable[[], dict[str, Any]], describe: Callable[[BaseException
 
 
 __all__ = [
+    "ABORT_SWEEP_MS",
     "RECORD_COLS",
     "SAFETY_CHECKS",
     "Example",
+    "HangingRow",
+    "Watched",
     "all_unknown",
     "check_result",
     "combine_eos",
+    "hanging_cases",
     "ident_order",
     "progress_result",
     "record",
     "run_checks",
+    "transaction_timeout_ms",
     "unknown",
 ]
