@@ -89,6 +89,7 @@ LOST: Final = _eos(
     "an acknowledged seed the group committed past, with no committed output",
     "acknowledged seeds",
     ("values", "input", "committed_offset"),
+    optional=("written", "log"),
 )
 DUPLICATE: Final = _eos(
     "duplicate",
@@ -128,6 +129,7 @@ TORN_TRANSACTION: Final = _eos(
     "a transaction partly visible, or committed with its offsets but none of its outputs",
     "transactions",
     ("values", "kind", "txn", "expected", "present", "missing"),
+    optional=("written", "log"),
     kinds=("partial", "ok-offsets-committed-outputs-absent"),
 )
 ORDER: Final = _eos(

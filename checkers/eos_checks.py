@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from checkers import eos_results as X
 from checkers import eos_rules
-from checkers.eos_frames import EosFrames
+from checkers.eos_frames import EosFrames, ops_at
 from checkers.eos_log import EosLog, Where, run_log
 from checkers.eos_results import RECORD_COLS, Example
 from checkers.eos_rules import (
@@ -50,8 +50,14 @@ if TYPE_CHECKING:
 __all__ = ["CHECKS", "CheckerInputError", "check_eos", "eos_checks"]
 
 
-def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
-    """Acknowledged seeds below the group's committed offset with no committed output."""
+def check_lost(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, Any]:
+    """Acknowledged seeds below the group's committed offset with no committed output.
+
+    Each example also says which transactions read the seed and where their completions say
+    its output went (``written``), and, with a dump, what the log holds there (``log``).
+    """
     committed = committed_of(fr, F.col("src_p"))
     lost = (
         ident_table(fr)
@@ -68,12 +74,63 @@ def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             .limit(max_examples)
             .collect()
         )
+        want = sorted({(int(r["src_p"]), int(r["src_o"])) for r in rows})
+        writers = _writers(fr, want)
+        done = sorted({w[4] for ws in writers.values() for w in ws if w[4] is not None})
+        ops = ops_at(fr, done)
+        written = {src: X.written_outputs(src, writers.get(src, []), ops) for src in want}
+        targets = {src: X.evidence_target(w) for src, w in written.items()}
+        ev = _log_at(fr, spark, run_dir, [t for t in targets.values() if t is not None])
         offsets = [] if fr.offsets_index is None else [fr.offsets_index]
         for r in rows:
             committed = fr.committed_map.get(r["src_p"])
             idx = [r["send_index"], *offsets]
-            made.append(X.lost(r["value"], r["src_p"], r["src_o"], committed, idx))
+            src = (int(r["src_p"]), int(r["src_o"]))
+            made.append(
+                X.lost(
+                    r["value"],
+                    r["src_p"],
+                    r["src_o"],
+                    committed,
+                    idx,
+                    written=written[src],
+                    log=ev.get(targets[src]) if targets[src] else None,
+                )
+            )
     return result(fr, "lost", n, made)
+
+
+def _writers(fr: EosFrames, want: list[tuple[int, int]]) -> dict[tuple[int, int], list[X.Writer]]:
+    """The transactions whose inputs hold these few input positions (a scan of the txns view
+    against a broadcast list)."""
+    keys = fr.drain.sparkSession.createDataFrame(want, "w_p int, w_o long")
+    x = fr.txns.select(
+        "instance",
+        "txn_seq",
+        "done_type",
+        "inv_index",
+        "done_index",
+        F.explode("inputs").alias("x"),
+    )
+    x = x.select(
+        "*", F.col("x")[0].cast("int").alias("w_p"), F.col("x")[1].cast("long").alias("w_o")
+    )
+    out: dict[tuple[int, int], list[X.Writer]] = {}
+    for r in x.join(F.broadcast(keys), ["w_p", "w_o"]).collect():
+        w = (r["instance"], r["txn_seq"], r["done_type"], r["inv_index"], r["done_index"])
+        out.setdefault((r["w_p"], r["w_o"]), []).append(w)
+    return out
+
+
+def _log_at(
+    fr: EosFrames, spark: SparkSession, run_dir: Path, outputs: list[tuple[int, int]]
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Broker-log evidence of output positions (partition, offset) of the output topic."""
+    log = run_log(fr, spark, run_dir) if outputs else None
+    if log is None or fr.output_topic is None:
+        return {}
+    got = log.evidence([(fr.output_topic, p, o) for p, o in outputs])
+    return {(p, o): e for (_t, p, o), e in got.items()}
 
 
 def _ident_order() -> list[Any]:
@@ -319,19 +376,24 @@ def check_committed_later(
     writer of each logged transaction.
     """
     log = run_log(fr, spark, run_dir)
+    # Failed transactions are few (aborts): a broadcast join, not a shuffle of every txn.
+    failed = fr.txns.filter(F.col("done_type") == "fail").select(
+        "instance", "txn_seq", F.lit(True).alias("_failed")
+    )
     d = fr.drain.filter(F.col("inv_index").isNotNull())
-    done = fr.txns.select("instance", "txn_seq", F.col("done_type").alias("outcome"))
-    d = _with_positions(fr, _poison_flag(fr, d.join(done, ["instance", "txn_seq"], "left")), log)
-    ended = (F.col("l_outcome") == "committed") & F.col("l_end").isNotNull()
+    d = d.join(F.broadcast(failed), ["instance", "txn_seq"], "left")
+    d = _with_positions(fr, _poison_flag(fr, d), log)
     writer = F.struct(
         F.col("inv_index").alias("i"), F.col("instance").alias("n"), F.col("txn_seq").alias("s")
     )
-    w = Window.partitionBy("partition", "l_pid", "l_end")
-    d = d.withColumn("newest", F.when(ended, F.max(F.when(ended, writer)).over(w)))
+    if log is None:
+        d = d.withColumn("newest", F.lit(None).cast(d.select(writer).schema[0].dataType))
+    else:
+        ended = (F.col("l_outcome") == "committed") & F.col("l_end").isNotNull()
+        w = Window.partitionBy("partition", "l_pid", "l_end")
+        d = d.withColumn("newest", F.when(ended, F.max(F.when(ended, writer)).over(w)))
     later = F.coalesce(F.col("newest.i") > F.col("inv_index"), F.lit(False))
-    kind = F.when(F.col("outcome") == "fail", F.lit("writer-aborted")).when(
-        later, F.lit("merged-in-log")
-    )
+    kind = F.when(F.col("_failed"), F.lit("writer-aborted")).when(later, F.lit("merged-in-log"))
     aborted_read = F.col("_poison") | F.coalesce(
         F.col("l_outcome").isin("aborted", "open"), F.lit(False)
     )
@@ -345,8 +407,9 @@ def check_committed_later(
     made: list[Example] = []
     if rows:
         ev = log.evidence(_where(rows)) if log is not None else {}
-        lat = {(r["later"]["n"], r["later"]["s"]) for r in rows if r["later"] is not None}
-        txns = _txns_of(fr, lat)
+        keys = {(r["instance"], r["txn_seq"]) for r in rows}
+        keys |= {(r["later"]["n"], r["later"]["s"]) for r in rows if r["later"] is not None}
+        txns = _txns_of(fr, keys)
         for r in rows:
             later_of = later_idx = None
             if r["later"] is not None:
@@ -354,12 +417,13 @@ def check_committed_later(
                 t = txns.get(key)
                 later_of = (key[0], key[1], None if t is None else t["done_type"])
                 later_idx = [] if t is None else txn_idx(t)
+            own = txns.get((r["instance"], r["txn_seq"]))
             made.append(
                 X.committed_later(
                     r["in_value"],
                     r["kind"],
                     (r["instance"], r["txn_seq"]),
-                    r["outcome"],
+                    None if own is None else own["done_type"],
                     r,
                     txn_idx(r),
                     later=later_of,
@@ -381,12 +445,14 @@ def _txns_of(fr: EosFrames, keys: set[tuple[int, int]]) -> dict[tuple[int, int],
 
 #: Safety checks in report order; each takes (frames, max_examples, spark, run_dir).
 CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]] = {
-    "lost": lambda fr, n, _s, _d: check_lost(fr, n),
+    "lost": check_lost,
     "duplicate": lambda fr, n, _s, _d: check_duplicate(fr, n),
     "zombie-write": lambda fr, n, _s, _d: check_zombie(fr, n),
     "aborted-read": check_aborted_read,
     "committed-in-later-transaction": check_committed_later,
-    "torn-transaction": lambda fr, n, _s, _d: eos_rules.check_torn(fr, n),
+    "torn-transaction": lambda fr, n, s, d: eos_rules.check_torn(
+        fr, n, lambda outs: _log_at(fr, s, d, outs)
+    ),
     "order": lambda fr, n, _s, _d: eos_rules.check_order(fr, n),
     "hanging-transaction": eos_rules.check_hanging,
 }

@@ -65,12 +65,46 @@ def check_lost(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Acknowledged seeds below the group's committed offset with no committed output."""
     have = {r["ident"] for r in run.drain}
     offsets = [run.offsets_op["index"]] if run.offsets_op else []
-    cases = [
-        X.lost(val, p, o, run.committed[p], [send_index, *offsets])
+    found = [
+        (val, p, o, send_index)
         for val, p, o, send_index in sorted(run.seeds, key=lambda s: (s[1], s[2], s[3]))
         if o < run.committed.get(p, -1) and f"{p}/{o}" not in have and _readable(run, p)
     ]
-    return _result(run, "lost", cases, max_examples)
+    top = found[:max_examples]
+    writers: dict[tuple[int, int], list[X.Writer]] = defaultdict(list)
+    want = {(p, o) for _v, p, o, _i in top}
+    for key, inv in run.txn_invoke.items() if want else ():
+        done = run.txn_done.get(key)
+        for p, o, _v in inv.items:
+            if (int(p), int(o)) in want:
+                outcome, done_at = (done.type, done.index) if done else (None, None)
+                writers[(int(p), int(o))].append((key[0], key[1], outcome, inv.index, done_at))
+    ops = _ops(run, sorted({w[4] for ws in writers.values() for w in ws if w[4] is not None}))
+    written = {src: X.written_outputs(src, writers.get(src, []), ops) for src in want}
+    targets = {src: X.evidence_target(w) for src, w in written.items()}
+    ev = _log_at(run, [t for t in targets.values() if t is not None])
+    cases = [
+        X.lost(
+            val,
+            p,
+            o,
+            run.committed[p],
+            [send_index, *offsets],
+            written=written[(p, o)],
+            log=ev.get(targets[(p, o)]) if targets[(p, o)] else None,
+        )
+        for val, p, o, send_index in top
+    ]
+    return X.check_result("lost", len(found), cases, lambda idx: _ops(run, idx))
+
+
+def _log_at(run: EosRun, outputs: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Broker-log evidence of output positions (partition, offset) of the output topic."""
+    log = run_log(run)
+    if log is None or run.output_topic is None or not outputs:
+        return {}
+    got = log.evidence([(run.output_topic, p, o) for p, o in outputs])
+    return {(p, o): e for (_t, p, o), e in got.items()}
 
 
 def check_duplicate(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -328,8 +362,18 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
             if offs and all(run.committed.get(int(p), -1) >= int(n) for p, n in offs):
                 kind = "ok-offsets-committed-outputs-absent"
         if kind is not None:
-            cases.append(X.torn_transaction(key, kind, inputs, have, _txn_idx(run, key)))
-    return _result(run, "torn-transaction", cases, max_examples)
+            cases.append((key, kind, inputs, have))
+    top = cases[:max_examples]
+    dones = {key: run.txn_done.get(key) for key, _k, _i, _h in top}
+    done_ops = {key: run.ops[d.index] for key, d in dones.items() if d is not None}
+    ev = _log_at(run, X.torn_output_positions(done_ops.values()))
+    made = [
+        X.torn_transaction(
+            key, kind, inputs, have, _txn_idx(run, key), done=done_ops.get(key), log_of=ev.get
+        )
+        for key, kind, inputs, have in top
+    ]
+    return X.check_result("torn-transaction", len(cases), made, lambda idx: _ops(run, idx))
 
 
 def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:

@@ -56,9 +56,92 @@ def ident_order(ident: str) -> tuple[int, int, str]:
 # One builder per anomaly type. Each documents the order its check lists examples in.
 
 
-def lost(value: str, src_p: int, src_o: int, committed: int | None, idx: list[int]) -> Example:
-    """By (input partition, offset, send op index). Ops: the seed's send, the offsets op."""
-    return {"values": [value], "input": [src_p, src_o], "committed_offset": committed}, idx
+def lost(
+    value: str,
+    src_p: int,
+    src_o: int,
+    committed: int | None,
+    idx: list[int],
+    *,
+    written: list[dict[str, Any]] | None = None,
+    log: dict[str, Any] | None = None,
+) -> Example:
+    """By (input partition, offset, send op index). Ops: the seed's send, the offsets op.
+    ``written``: :func:`written_outputs` of the transactions that read it; ``log``: the
+    evidence of the output position :func:`evidence_target` picks among them."""
+    ex: dict[str, Any] = {"values": [value], "input": [src_p, src_o], "committed_offset": committed}
+    if written is not None:
+        ex["written"] = written
+    if log is not None:
+        ex["log"] = log
+    return ex, idx
+
+
+#: A transaction that read an input: (instance, seq, completion type or None, invoke op
+#: index, completion op index or None).
+Writer = tuple[int, int, str | None, int, int | None]
+
+
+def _output_of(op: Mapping[str, Any] | None, src: tuple[int, int]) -> list[Any] | None:
+    """Where a ``txn`` completion says the output of input ``src`` went: [partition, offset]
+    (either may be null: no delivery report), or None if it lists no such output."""
+    v = (op or {}).get("value")
+    for item in (v.get("outputs") or []) if isinstance(v, Mapping) else []:
+        if not isinstance(item, list) or len(item) < 5 or None in (item[3], item[4]):
+            continue
+        if (int(item[3]), int(item[4])) == src:
+            return [item[0], item[1]]
+    return None
+
+
+def written_outputs(
+    src: tuple[int, int], writers: Iterable[Writer], ops: Mapping[int, Op]
+) -> list[dict[str, Any]]:
+    """Every transaction that read input ``src``, in history order, with its outcome and the
+    output position its completion reports: ``{"txn", "outcome", "output"}``.
+
+    Why: a lost input's journey should say where the brokers were told its output went, so
+    the log can be asked what is there now. ``ops``: the completions by history index.
+    """
+    out = []
+    for inst, seq, outcome, _inv, done in sorted(set(writers), key=lambda w: w[3]):
+        output = _output_of(ops.get(done) if done is not None else None, src)
+        out.append({"txn": [inst, seq], "outcome": outcome, "output": output})
+    return out
+
+
+def evidence_target(written: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """The output position whose broker-log evidence an example shows: the committed
+    (``ok``) writer's if it has a known offset, else the last writer's with one."""
+    known = [
+        w for w in written
+        if w.get("output") and w["output"][0] is not None and w["output"][1] is not None
+    ]  # fmt: skip
+    ok = [w for w in known if w.get("outcome") == "ok"]
+    pick = ok[0] if ok else (known[-1] if known else None)
+    return None if pick is None else (int(pick["output"][0]), int(pick["output"][1]))
+
+
+def torn_output_positions(dones: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Every output position the given ``txn`` completions report: what a torn transaction's
+    example may need the broker log's evidence of (fetched in one go by each engine)."""
+    out = set()
+    for op in dones:
+        v = op.get("value")
+        for item in (v.get("outputs") or []) if isinstance(v, Mapping) else []:
+            if isinstance(item, list) and len(item) >= 2 and None not in (item[0], item[1]):
+                out.add((int(item[0]), int(item[1])))
+    return sorted(out)
+
+
+def missing_outputs(done: Mapping[str, Any] | None, missing: list[str]) -> list[dict[str, Any]]:
+    """For a torn transaction: where its completion says each missing input's output went,
+    ``{"input": "p/o", "output": [partition, offset] | None}``, in the order of ``missing``."""
+    out = []
+    for ident in missing:
+        p, o = _position_key(ident)
+        out.append({"input": ident, "output": _output_of(done, (p, o))})
+    return out
 
 
 def duplicate(ident: str, copies: list[Row], idx: list[int]) -> Example:
@@ -152,9 +235,14 @@ def torn_transaction(
     inputs: Iterable[tuple[Any, Any, str]],
     have: set[str],
     idx: list[int],
+    *,
+    done: Mapping[str, Any] | None = None,
+    log_of: Callable[[tuple[int, int]], dict[str, Any] | None] | None = None,
 ) -> Example:
     """By (instance, seq). ``inputs``: the invoke's ``[p, o, value]``; ``have``: identities of
-    that transaction's drained records. Values by input position, each position once."""
+    that transaction's drained records. Values by input position, each position once.
+    ``done``: its completion op, for where the missing outputs went (``written``); ``log_of``:
+    the broker-log evidence of an output position (first missing output with one: ``log``)."""
     items: dict[str, str] = {}
     for p, o, v in inputs:
         items.setdefault(f"{int(p)}/{int(o)}", v)
@@ -167,6 +255,15 @@ def torn_transaction(
         "present": sum(1 for i in order if i in have),
         "missing": [i for i in order if i not in have],
     }
+    if done is not None:
+        ex["written"] = missing_outputs(done, ex["missing"])
+        for w in ex["written"]:
+            out = w["output"]
+            if log_of is not None and out and out[0] is not None and out[1] is not None:
+                log = log_of((int(out[0]), int(out[1])))
+                if log is not None:
+                    ex["log"] = log
+                    break
     return ex, idx
 
 

@@ -199,8 +199,15 @@ def ident_of() -> Column:
 # ------------------------------------------------------------------------------------------
 
 
-def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
+def check_torn(
+    fr: EosFrames,
+    max_examples: int,
+    log_at: Callable[[list[tuple[int, int]]], dict[tuple[int, int], dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """Transactions partly visible, or recorded ok with offsets committed but no outputs.
+
+    ``log_at``: broker-log evidence of output positions (the run's dump), for where the
+    missing outputs went.
 
     One shuffle: the transactions' wanted input positions and the drained records' positions,
     both keyed by (instance, txn_seq), are hash-partitioned on that pair; the per-position
@@ -297,11 +304,23 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         ):
             if d["src_p"] is not None and d["src_o"] is not None:
                 have_sets[(d["instance"], d["txn_seq"])].add(f"{d['src_p']}/{d['src_o']}")
+        done_at = {k: t["done_index"] for k, t in txns.items() if t["done_index"] is not None}
+        ops = ops_at(fr, list(done_at.values()))
+        done_ops = {k: ops[i] for k, i in done_at.items() if i in ops}
+        ev = log_at(X.torn_output_positions(done_ops.values())) if log_at else {}
         for r in rows:
             key = (r["instance"], r["txn_seq"])
             t = txns[key]
             made.append(
-                X.torn_transaction(key, r["kind"], t["inputs"] or [], have_sets[key], txn_idx(t))
+                X.torn_transaction(
+                    key,
+                    r["kind"],
+                    t["inputs"] or [],
+                    have_sets[key],
+                    txn_idx(t),
+                    done=done_ops.get(key),
+                    log_of=ev.get,
+                )
             )
     return result(fr, "torn-transaction", n, made)
 

@@ -386,8 +386,12 @@ def mutate(s: Sim, kind: str, rnd: random.Random) -> bool:
         # KIP-890: a produce request of a transaction that failed (and was aborted) lands
         # late and joins a later transaction, whose commit makes it visible.
         failed = [o for o in s.ops if o["f"] == "txn" and o["type"] == "fail"]
-        if not failed:
-            return False
+        if not failed:  # make one: a transaction that fails, then its redo commits
+            i = s.owner[0]
+            s.seed(s.partitions)
+            s.txn(i, 1, ok=False)
+            s.drain_all(sorted(set(s.owner.values())))
+            failed = [o for o in s.ops if o["f"] == "txn" and o["type"] == "fail"]
         done = rnd.choice(failed)
         inst, seq = done["process"], done["value"]["txn"]
         inv = next(
@@ -476,6 +480,11 @@ def lay_out(
     transaction, above the LSO, so no drain read it).
     """
     lines: list[dict[str, Any]] = []
+    done = {
+        (str(o["process"]), str(o["value"]["txn"])): o
+        for o in s.ops
+        if o["f"] == "txn" and o["type"] == "ok"
+    }
     for p in range(s.partitions):
         off, prev, marked = 0, None, False
         writer, joined, aborted = (late or {}).get(p, (None, None, False))
@@ -492,6 +501,7 @@ def lay_out(
                 lines.append(_dump_line(p, off, _pid(r), marker="ABORT"))
                 off, marked = off + 1, True
             r["offset"] = off
+            _delivered(done.get((h["instance"], h["txn-seq"])), h, p, off)
             lines.append(_dump_line(p, off, _pid(r), key=r["key"], payload=r["value"]))
             off += 1
             prev = (group, _pid(r))
@@ -503,6 +513,14 @@ def lay_out(
             off += 1
         s.ends[p] = off
     return lines
+
+
+def _delivered(done: dict[str, Any] | None, h: dict[str, str], p: int, off: int) -> None:
+    """Fill in the delivery report (output partition and offset) a committed transaction's
+    completion records for the output of input ``h``'s source position."""
+    for out in (done or {}).get("value", {}).get("outputs", []):
+        if [str(out[3]), str(out[4])] == [h["src-partition"], h["src-offset"]]:
+            out[0], out[1] = p, off
 
 
 def write_dump(run: Path, lines: list[dict[str, Any]]) -> None:
@@ -539,6 +557,8 @@ def both(spark: Any, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         assert got["checkers"][name] == ref["checkers"][name], name
     assert got["liveness"] == ref["liveness"]
     assert got == ref
+    errors = {k: r["error"] for k, r in got["checkers"].items() if r["valid"] == "unknown"}
+    assert not errors, errors  # two engines failing alike is no agreement
     for name, r in got["checkers"].items():
         for ex in r["examples"]:
             assert isinstance(ex["values"], list)
@@ -800,6 +820,41 @@ def test_records_the_log_commits_with_a_later_transaction_are_merged_in_log(
     assert all(
         e["log"]["prior_marker"]["outcome"] == "COMMIT" for e in exs if e["log"]["prior_marker"]
     )
+
+
+def test_a_lost_write_shows_where_its_output_went_and_what_the_log_holds_there(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A committed transaction's delivery report put an output at offset X, and the group
+    committed past its input; the log now holds another producer's record at X (as after a
+    truncation). ``lost`` and, for a transaction with more inputs, ``torn-transaction`` say
+    where the output went and what the reference replica holds there, in both engines."""
+    s = simulate(9)
+    lines = lay_out(s)
+    q = next(p for p in sorted(s.out) if s.out[p])
+    gone = s.out[q].pop(len(s.out[q]) // 2)
+    x = gone["offset"]
+    at = next(k for k, d in enumerate(lines) if (d["partition"], d["offset"]) == (q, x))
+    lines[at] = _dump_line(q, x, -1, payload="someone-else") | {"isTransactional": False}
+    s.finish()
+    run = s.write(tmp_path)
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    assert got["anomalies"] == {"lost": 1, "torn-transaction": 1}
+    (lost,) = got["checkers"]["lost"]["examples"]
+    h = gone["headers"]
+    assert lost["input"] == [int(h["src-partition"]), int(h["src-offset"])]
+    assert lost["written"] == [
+        {"txn": [int(h["instance"]), int(h["txn-seq"])], "outcome": "ok", "output": [q, x]}
+    ]
+    assert lost["log"]["producerId"] == -1
+    assert lost["log"]["records"][0]["payload"] == "someone-else"
+    assert "not transactional" in lost["log"]["reason"]
+    ident = f"{h['src-partition']}/{h['src-offset']}"
+    (torn,) = got["checkers"]["torn-transaction"]["examples"]
+    assert torn["txn"] == [int(h["instance"]), int(h["txn-seq"])] and torn["missing"] == [ident]
+    assert torn["written"] == [{"input": ident, "output": [q, x]}]
+    assert torn["log"] == lost["log"]
 
 
 def test_a_partition_stuck_past_the_transaction_timeout_is_a_hang_find_hanging_confirms(
