@@ -791,6 +791,10 @@ def test_a_late_write_of_an_aborted_transaction_committed_by_the_next(
     logged = [st for st in steps if st["f"] == "log"]
     assert len(logged) == 1 and "ABORT marker" in logged[0]["what"]
     assert logged[0]["process"] == "broker 1"
+    from harness.report.render import write_report
+
+    page = write_report(run).read_text()
+    assert "broker 1" in page and "committed-in-later-transaction" in page
     # Without the dump the history alone still names it, without the log's evidence.
     (run / "evidence" / "logdump.jsonl").unlink()
     shutil.rmtree(run / ".parquet", ignore_errors=True)
