@@ -89,6 +89,7 @@ LOST: Final = _eos(
     "an acknowledged seed the group committed past, with no committed output",
     "acknowledged seeds",
     ("values", "input", "committed_offset"),
+    optional=("written", "log"),
 )
 DUPLICATE: Final = _eos(
     "duplicate",
@@ -108,14 +109,27 @@ ABORTED_READ: Final = _eos(
     "a committed output of an aborted, open or poison input, or a poison input processed",
     "drained records plus transactions",
     ("values", "kind"),
-    optional=("records",),
+    optional=("records", "log"),
     kinds=("poison-output", "aborted-in-log", "open-in-log", "poison-input"),
+)
+#: KIP-890's "a message from a previous (aborted) transaction becomes part of the next
+#: transaction": the writer's transaction did not commit (or committed elsewhere), yet a
+#: later transaction's marker made the record visible. A record aborted-read names (the
+#: reader saw an aborted, open or poison record) is not counted again here.
+COMMITTED_IN_LATER_TRANSACTION: Final = _eos(
+    "committed-in-later-transaction",
+    "a record committed by a later transaction than the one that wrote it (KIP-890)",
+    "drained records",
+    ("values", "kind", "txn", "outcome", "records"),
+    optional=("later", "log"),
+    kinds=("writer-aborted", "merged-in-log"),
 )
 TORN_TRANSACTION: Final = _eos(
     "torn-transaction",
     "a transaction partly visible, or committed with its offsets but none of its outputs",
     "transactions",
     ("values", "kind", "txn", "expected", "present", "missing"),
+    optional=("written", "log"),
     kinds=("partial", "ok-offsets-committed-outputs-absent"),
 )
 ORDER: Final = _eos(
@@ -129,12 +143,15 @@ HANGING_TRANSACTION: Final = _eos(
     "a transaction still open at the end (LSO below HWM, or listed by find-hanging)",
     "partitions with lso < hwm plus find-hanging rows",
     ("values", "kind"),
-    optional=("topic", "partition", "lso", "hwm", "broker", "row"),
+    optional=(
+        "topic", "partition", "lso", "hwm", "quiet_ms", "timeout_ms", "past_timeout",
+        "find_hanging", "broker", "row", "lso_below_hwm", "log",
+    ),
     kinds=("lso-below-hwm", "find-hanging"),
-)
+)  # fmt: skip
 #: The eos safety checks, in report order.
-EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, TORN_TRANSACTION, ORDER,
-              HANGING_TRANSACTION)  # fmt: skip
+EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, COMMITTED_IN_LATER_TRANSACTION,
+              TORN_TRANSACTION, ORDER, HANGING_TRANSACTION)  # fmt: skip
 #: Liveness, reported under ``liveness`` and never part of ``valid``.
 EOS_PROGRESS: Final = AnomalyType(
     "progress",

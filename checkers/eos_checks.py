@@ -22,16 +22,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers import eos_results as X
 from checkers import eos_rules
-from checkers.eos_frames import EosFrames
+from checkers.eos_frames import EosFrames, ops_at
+from checkers.eos_log import EosLog, Where, run_log
 from checkers.eos_results import RECORD_COLS, Example
 from checkers.eos_rules import (
     committed_of,
-    finish,
     ident_of,
     ident_table,
     readable,
@@ -39,7 +39,7 @@ from checkers.eos_rules import (
     txn_idx,
 )
 from checkers.eos_views import build
-from checkers.load import CheckerInputError, Loaded, load_history, load_logdump, logdump_path
+from checkers.load import CheckerInputError, Loaded, load_history
 from checkers.spark import spark_error, spark_session
 
 if TYPE_CHECKING:
@@ -50,8 +50,14 @@ if TYPE_CHECKING:
 __all__ = ["CHECKS", "CheckerInputError", "check_eos", "eos_checks"]
 
 
-def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
-    """Acknowledged seeds below the group's committed offset with no committed output."""
+def check_lost(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, Any]:
+    """Acknowledged seeds below the group's committed offset with no committed output.
+
+    Each example also says which transactions read the seed and where their completions say
+    its output went (``written``), and, with a dump, what the log holds there (``log``).
+    """
     committed = committed_of(fr, F.col("src_p"))
     lost = (
         ident_table(fr)
@@ -68,12 +74,63 @@ def check_lost(fr: EosFrames, max_examples: int) -> dict[str, Any]:
             .limit(max_examples)
             .collect()
         )
+        want = sorted({(int(r["src_p"]), int(r["src_o"])) for r in rows})
+        writers = _writers(fr, want)
+        done = sorted({w[4] for ws in writers.values() for w in ws if w[4] is not None})
+        ops = ops_at(fr, done)
+        written = {src: X.written_outputs(src, writers.get(src, []), ops) for src in want}
+        targets = {src: X.evidence_target(w) for src, w in written.items()}
+        ev = _log_at(fr, spark, run_dir, [t for t in targets.values() if t is not None])
         offsets = [] if fr.offsets_index is None else [fr.offsets_index]
         for r in rows:
             committed = fr.committed_map.get(r["src_p"])
             idx = [r["send_index"], *offsets]
-            made.append(X.lost(r["value"], r["src_p"], r["src_o"], committed, idx))
+            src = (int(r["src_p"]), int(r["src_o"]))
+            made.append(
+                X.lost(
+                    r["value"],
+                    r["src_p"],
+                    r["src_o"],
+                    committed,
+                    idx,
+                    written=written[src],
+                    log=ev.get(targets[src]) if targets[src] else None,
+                )
+            )
     return result(fr, "lost", n, made)
+
+
+def _writers(fr: EosFrames, want: list[tuple[int, int]]) -> dict[tuple[int, int], list[X.Writer]]:
+    """The transactions whose inputs hold these few input positions (a scan of the txns view
+    against a broadcast list)."""
+    keys = fr.drain.sparkSession.createDataFrame(want, "w_p int, w_o long")
+    x = fr.txns.select(
+        "instance",
+        "txn_seq",
+        "done_type",
+        "inv_index",
+        "done_index",
+        F.explode("inputs").alias("x"),
+    )
+    x = x.select(
+        "*", F.col("x")[0].cast("int").alias("w_p"), F.col("x")[1].cast("long").alias("w_o")
+    )
+    out: dict[tuple[int, int], list[X.Writer]] = {}
+    for r in x.join(F.broadcast(keys), ["w_p", "w_o"]).collect():
+        w = (r["instance"], r["txn_seq"], r["done_type"], r["inv_index"], r["done_index"])
+        out.setdefault((r["w_p"], r["w_o"]), []).append(w)
+    return out
+
+
+def _log_at(
+    fr: EosFrames, spark: SparkSession, run_dir: Path, outputs: list[tuple[int, int]]
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Broker-log evidence of output positions (partition, offset) of the output topic."""
+    log = run_log(fr, spark, run_dir) if outputs else None
+    if log is None or fr.output_topic is None:
+        return {}
+    got = log.evidence([(fr.output_topic, p, o) for p, o in outputs])
+    return {(p, o): e for (_t, p, o), e in got.items()}
 
 
 def _ident_order() -> list[Any]:
@@ -200,17 +257,41 @@ def _newer(d: DataFrame, rows: list[Any]) -> dict[tuple[int, int], tuple[int, in
     return {(r["partition"], r["offset"]): tuple(r["n"]) for r in out}
 
 
-def _log_outcomes(fr: EosFrames, spark: SparkSession, run_dir: Path) -> DataFrame | None:
-    """Drained positions whose transaction the broker log shows aborted or still open."""
-    from checkers.log_evidence import aborted_in_log, prepare
+def _poison_flag(fr: EosFrames, d: DataFrame) -> DataFrame:
+    """``d`` with ``_poison``: its input value, value or key is a poison value.
 
-    if fr.output_topic is None or not logdump_path(run_dir).is_file():
-        return None
-    ev = prepare(load_logdump(spark, run_dir).df)
-    rows = aborted_in_log(ev).filter(
-        (F.col("topic") == fr.output_topic) & F.col("outcome").isin("aborted", "open")
+    The poison values are few, so each test is a broadcast join.
+    """
+    pv = F.broadcast(fr.poison)
+    for i, c in enumerate(("in_value", "value", "key")):
+        p = pv.select(F.col("pv").alias(c), F.lit(True).alias(f"_p{i}"))
+        d = d.join(p, [c], "left")
+    poison = F.col("_p0").isNotNull() | F.col("_p1").isNotNull() | F.col("_p2").isNotNull()
+    return d.withColumn("_poison", poison).drop("_p0", "_p1", "_p2")
+
+
+def _with_positions(fr: EosFrames, d: DataFrame, log: EosLog | None) -> DataFrame:
+    """``d`` with its logged position: ``l_pid``, ``l_outcome`` and ``l_end`` (the offset of
+    the marker that ended its transaction); nulls without a dump or outside it."""
+    if log is None or fr.output_topic is None:
+        return d.select(
+            "*",
+            F.lit(None).cast("long").alias("l_pid"),
+            F.lit(None).cast("string").alias("l_outcome"),
+            F.lit(None).cast("long").alias("l_end"),
+        )
+    pos = log.positions(fr.output_topic).select(
+        "partition",
+        "offset",
+        F.col("producerId").alias("l_pid"),
+        F.col("outcome").alias("l_outcome"),
+        F.col("end_marker.o").alias("l_end"),
     )
-    return rows.groupBy("topic", "partition", "offset").agg(F.min("outcome").alias("outcome"))
+    return d.join(pos, ["partition", "offset"], "left")
+
+
+def _where(rows: list[Any]) -> list[Where]:
+    return [(r["topic"], r["partition"], r["offset"]) for r in rows if r["partition"] is not None]
 
 
 def check_aborted_read(
@@ -219,22 +300,18 @@ def check_aborted_read(
     """Drained records of aborted/open transactions or of poison inputs; poison in txns.
 
     The poison values are few, so every test against them is a broadcast join; the log dump's
-    outcomes (when the run has a dump) are the only shuffle.
+    positions (when the run has a dump) are the only shuffle.
     """
-    pv = F.broadcast(fr.poison)
-    d = fr.drain
-    for i, c in enumerate(("in_value", "value", "key")):
-        p = pv.select(F.col("pv").alias(c), F.lit(True).alias(f"_p{i}"))
-        d = d.join(p, [c], "left")
-    poison = F.col("_p0").isNotNull() | F.col("_p1").isNotNull() | F.col("_p2").isNotNull()
-    kind = F.when(poison, F.lit("poison-output"))
-    logs = _log_outcomes(fr, spark, run_dir)
-    if logs is not None:
-        d = d.join(logs, ["topic", "partition", "offset"], "left")
-        kind = kind.when(F.col("outcome").isNotNull(), F.concat(F.col("outcome"), F.lit("-in-log")))
+    log = run_log(fr, spark, run_dir)
+    d = _with_positions(fr, _poison_flag(fr, fr.drain), log)
+    in_log = F.col("l_outcome").isin("aborted", "open")
+    kind = F.when(F.col("_poison"), F.lit("poison-output")).when(
+        in_log, F.concat(F.col("l_outcome"), F.lit("-in-log"))
+    )
     recs = d.withColumn("kind", kind).filter(F.col("kind").isNotNull())
     recs = recs.select(
         F.lit(0).alias("src"),
+        "topic",
         "partition",
         "offset",
         "kind",
@@ -252,11 +329,12 @@ def check_aborted_read(
     # The poison values of a transaction in input order (collect_list alone has no order).
     in_order = F.transform(F.array_sort(F.collect_list(F.struct("pos", "v"))), lambda s: s["v"])
     txn_bad = (
-        txn_in.join(pv, F.col("v") == F.col("pv"))
+        txn_in.join(F.broadcast(fr.poison), F.col("v") == F.col("pv"))
         .groupBy(*keys)
         .agg(in_order.alias("values"))
         .select(
             F.lit(1).alias("src"),
+            F.lit(None).cast("string").alias("topic"),
             F.lit(None).cast("int").alias("partition"),
             F.lit(None).cast("long").alias("offset"),
             F.lit("poison-input").alias("kind"),
@@ -269,23 +347,114 @@ def check_aborted_read(
         )
     )
     bad = recs.unionByName(txn_bad)
-
-    def make(r: Any) -> Example:
-        return X.aborted_read(list(r["values"]), r["kind"], r["rec"], txn_idx(r))
-
+    n = bad.count()
     order = ["src", "partition", "offset", "instance", "txn_seq"]
-    return finish(fr, "aborted-read", bad, order, max_examples, make)
+    rows = bad.orderBy(*order).limit(max_examples).collect() if n and max_examples else []
+    ev = log.evidence(_where(rows)) if log is not None else {}
+    made = [
+        X.aborted_read(
+            list(r["values"]),
+            r["kind"],
+            r["rec"],
+            txn_idx(r),
+            ev.get((r["topic"], r["partition"], r["offset"])),
+        )
+        for r in rows
+    ]
+    return result(fr, "aborted-read", n, made)
+
+
+def check_committed_later(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, Any]:
+    """Drained records that a later transaction than their writer's committed (KIP-890).
+
+    ``writer-aborted``: the writer transaction its headers name ended ``fail``.
+    ``merged-in-log``: with a dump, the marker that committed it also committed records of a
+    writer transaction invoked later. Records aborted-read names are left to it. One window
+    over the drained records keyed by the marker that committed them finds the latest
+    writer of each logged transaction.
+    """
+    log = run_log(fr, spark, run_dir)
+    # Failed transactions are few (aborts): a broadcast join, not a shuffle of every txn.
+    failed = fr.txns.filter(F.col("done_type") == "fail").select(
+        "instance", "txn_seq", F.lit(True).alias("_failed")
+    )
+    d = fr.drain.filter(F.col("inv_index").isNotNull())
+    d = d.join(F.broadcast(failed), ["instance", "txn_seq"], "left")
+    d = _with_positions(fr, _poison_flag(fr, d), log)
+    writer = F.struct(
+        F.col("inv_index").alias("i"), F.col("instance").alias("n"), F.col("txn_seq").alias("s")
+    )
+    if log is None:
+        d = d.withColumn("newest", F.lit(None).cast(d.select(writer).schema[0].dataType))
+    else:
+        ended = (F.col("l_outcome") == "committed") & F.col("l_end").isNotNull()
+        w = Window.partitionBy("partition", "l_pid", "l_end")
+        d = d.withColumn("newest", F.when(ended, F.max(F.when(ended, writer)).over(w)))
+    later = F.coalesce(F.col("newest.i") > F.col("inv_index"), F.lit(False))
+    kind = F.when(F.col("_failed"), F.lit("writer-aborted")).when(later, F.lit("merged-in-log"))
+    aborted_read = F.col("_poison") | F.coalesce(
+        F.col("l_outcome").isin("aborted", "open"), F.lit(False)
+    )
+    bad = (
+        d.withColumn("kind", kind)
+        .withColumn("later", F.when(later, F.col("newest")))
+        .filter(F.col("kind").isNotNull() & ~aborted_read)
+    )
+    n = bad.count()
+    rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []
+    made: list[Example] = []
+    if rows:
+        ev = log.evidence(_where(rows)) if log is not None else {}
+        keys = {(r["instance"], r["txn_seq"]) for r in rows}
+        keys |= {(r["later"]["n"], r["later"]["s"]) for r in rows if r["later"] is not None}
+        txns = _txns_of(fr, keys)
+        for r in rows:
+            later_of = later_idx = None
+            if r["later"] is not None:
+                key = (r["later"]["n"], r["later"]["s"])
+                t = txns.get(key)
+                later_of = (key[0], key[1], None if t is None else t["done_type"])
+                later_idx = [] if t is None else txn_idx(t)
+            own = txns.get((r["instance"], r["txn_seq"]))
+            made.append(
+                X.committed_later(
+                    r["in_value"],
+                    r["kind"],
+                    (r["instance"], r["txn_seq"]),
+                    None if own is None else own["done_type"],
+                    r,
+                    txn_idx(r),
+                    later=later_of,
+                    later_idx=later_idx,
+                    log=ev.get((r["topic"], r["partition"], r["offset"])),
+                )
+            )
+    return result(fr, "committed-in-later-transaction", n, made)
+
+
+def _txns_of(fr: EosFrames, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Any]:
+    """The few transactions (instance, seq) an example names, as rows of the txns view."""
+    if not keys:
+        return {}
+    want = fr.drain.sparkSession.createDataFrame(sorted(keys), "instance int, txn_seq long")
+    rows = fr.txns.join(F.broadcast(want), ["instance", "txn_seq"]).collect()
+    return {(r["instance"], r["txn_seq"]): r for r in rows}
 
 
 #: Safety checks in report order; each takes (frames, max_examples, spark, run_dir).
 CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]] = {
-    "lost": lambda fr, n, _s, _d: check_lost(fr, n),
+    "lost": check_lost,
     "duplicate": lambda fr, n, _s, _d: check_duplicate(fr, n),
     "zombie-write": lambda fr, n, _s, _d: check_zombie(fr, n),
     "aborted-read": check_aborted_read,
-    "torn-transaction": lambda fr, n, _s, _d: eos_rules.check_torn(fr, n),
+    "committed-in-later-transaction": check_committed_later,
+    "torn-transaction": lambda fr, n, s, d: eos_rules.check_torn(
+        fr, n, lambda outs: _log_at(fr, s, d, outs)
+    ),
     "order": lambda fr, n, _s, _d: eos_rules.check_order(fr, n),
-    "hanging-transaction": lambda fr, n, _s, _d: eos_rules.check_hanging(fr, n),
+    "hanging-transaction": eos_rules.check_hanging,
 }
 
 

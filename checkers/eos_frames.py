@@ -69,6 +69,11 @@ class EosFrames:
     drain_op: dict[str, Any] | None
     persisted: list[DataFrame] = field(default_factory=list)
     idents: DataFrame | None = None  # built on first use by eos_rules.ident_table
+    #: The run's transaction.timeout.ms as the history header records it (None if it does not).
+    txn_timeout_ms: int | None = None
+    #: Per-run helpers built on first use (the broker log join, :mod:`checkers.eos_log`);
+    #: anything with a ``release`` method is released with the frames.
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def readable(self) -> list[int]:
@@ -81,6 +86,10 @@ class EosFrames:
             df.unpersist()
         self.persisted.clear()
         self.idents = None
+        for extra in self.extras.values():
+            if hasattr(extra, "release"):
+                extra.release()
+        self.extras.clear()
 
 
 def _op(df: DataFrame, f: str, types: tuple[str, ...], proc: str | None = None) -> DataFrame:

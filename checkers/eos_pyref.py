@@ -21,10 +21,11 @@ from collections import defaultdict
 from typing import Any
 
 from checkers import eos_results as X
-from checkers.eos_pyref_parse import EosRun, Op, Rec, parse_run
+from checkers.eos_pyref_parse import EosRun, Op, Rec, TxnOp, parse_run
 from checkers.eos_results import SAFETY_CHECKS, Example, combine_eos, ident_order
-from checkers.log_pyref import aborted_in_log
-from history.logdump import read_logdump
+from checkers.log_pyref import log_positions, resolve_selectors
+from checkers.log_rules import Pos, position_evidence, position_selectors
+from history.logdump import LogDump, read_logdump
 
 __all__ = ["SAFETY_CHECKS", "EosRun", "check_eos_py", "combine_eos", "parse_run"]
 
@@ -64,12 +65,46 @@ def check_lost(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Acknowledged seeds below the group's committed offset with no committed output."""
     have = {r["ident"] for r in run.drain}
     offsets = [run.offsets_op["index"]] if run.offsets_op else []
-    cases = [
-        X.lost(val, p, o, run.committed[p], [send_index, *offsets])
+    found = [
+        (val, p, o, send_index)
         for val, p, o, send_index in sorted(run.seeds, key=lambda s: (s[1], s[2], s[3]))
         if o < run.committed.get(p, -1) and f"{p}/{o}" not in have and _readable(run, p)
     ]
-    return _result(run, "lost", cases, max_examples)
+    top = found[:max_examples]
+    writers: dict[tuple[int, int], list[X.Writer]] = defaultdict(list)
+    want = {(p, o) for _v, p, o, _i in top}
+    for key, inv in run.txn_invoke.items() if want else ():
+        done = run.txn_done.get(key)
+        for p, o, _v in inv.items:
+            if (int(p), int(o)) in want:
+                outcome, done_at = (done.type, done.index) if done else (None, None)
+                writers[(int(p), int(o))].append((key[0], key[1], outcome, inv.index, done_at))
+    ops = _ops(run, sorted({w[4] for ws in writers.values() for w in ws if w[4] is not None}))
+    written = {src: X.written_outputs(src, writers.get(src, []), ops) for src in want}
+    targets = {src: X.evidence_target(w) for src, w in written.items()}
+    ev = _log_at(run, [t for t in targets.values() if t is not None])
+    cases = [
+        X.lost(
+            val,
+            p,
+            o,
+            run.committed[p],
+            [send_index, *offsets],
+            written=written[(p, o)],
+            log=ev.get(targets[(p, o)]) if targets[(p, o)] else None,
+        )
+        for val, p, o, send_index in top
+    ]
+    return X.check_result("lost", len(found), cases, lambda idx: _ops(run, idx))
+
+
+def _log_at(run: EosRun, outputs: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Broker-log evidence of output positions (partition, offset) of the output topic."""
+    log = run_log(run)
+    if log is None or run.output_topic is None or not outputs:
+        return {}
+    got = log.evidence([(run.output_topic, p, o) for p, o in outputs])
+    return {(p, o): e for (_t, p, o), e in got.items()}
 
 
 def check_duplicate(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -143,38 +178,166 @@ def check_zombie(run: EosRun, max_examples: int) -> dict[str, Any]:
     return _result(run, "zombie-write", cases, max_examples)
 
 
+#: A drained or watched position: (topic, partition, offset).
+Where = tuple[str, int, int]
+
+
+class RunLog:
+    """The run's broker log dump, read once for every check that joins it with the history.
+
+    The reference form of :class:`checkers.eos_log.EosLog`: positions per topic
+    (:func:`checkers.log_pyref.log_positions`) and the ``log`` evidence of a few positions.
+    """
+
+    def __init__(self, dump: LogDump) -> None:
+        self.dump = dump
+        self._positions: dict[str, dict[tuple[int, int], Pos]] = {}
+
+    def positions(self, topic: str) -> dict[tuple[int, int], Pos]:
+        if topic not in self._positions:
+            self._positions[topic] = log_positions(self.dump, topic)
+        return self._positions[topic]
+
+    def evidence(self, where: list[Where]) -> dict[Where, dict[str, Any]]:
+        """The ``log`` evidence of each position the dump holds (absent ones are left out)."""
+        found: dict[Where, Pos] = {}
+        for w in where:
+            pos = self.positions(w[0]).get((w[1], w[2]))
+            if pos is not None:
+                found[w] = pos
+        sels = [sel for w, pos in found.items() for sel in position_selectors(*w, pos)]
+        resolved = resolve_selectors(self.dump, sels)
+        return {w: position_evidence(*w, pos, resolved) for w, pos in found.items()}
+
+
+def run_log(run: EosRun) -> RunLog | None:
+    """The run's :class:`RunLog` (read on first use), or None if the run has no dump."""
+    if "log" not in run.extras:
+        path = None if run.run_dir is None else run.run_dir / "evidence" / "logdump.jsonl"
+        run.extras["log"] = RunLog(read_logdump(path)) if path and path.is_file() else None
+    return run.extras["log"]
+
+
+def _drained_positions(run: EosRun) -> dict[tuple[int, int], Pos]:
+    """The output topic's logged positions, or nothing without a dump (or drain)."""
+    log = run_log(run)
+    if log is None or run.output_topic is None:
+        return {}
+    return log.positions(run.output_topic)
+
+
+def _is_poison(run: EosRun, r: Rec) -> bool:
+    return r["in_value"] in run.poison or r["value"] in run.poison or r["key"] in run.poison
+
+
+def _evidence(run: EosRun, recs: list[Rec | None]) -> dict[Where, dict[str, Any]]:
+    """Broker-log evidence of the drained records a check is about to show."""
+    log = run_log(run)
+    if log is None:
+        return {}
+    return log.evidence([(r.topic, r.partition, r.offset) for r in recs if r is not None])
+
+
 def check_aborted_read(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Drained records of aborted/open transactions or from poison inputs; poison in txns."""
-    outcome = _log_outcomes(run)
-    cases = []
+    pos = _drained_positions(run)
+    found: list[tuple[list[str | None], str, Rec | None, list[int]]] = []
     for r in run.drain:
-        poison = r["in_value"] in run.poison or r["value"] in run.poison or r["key"] in run.poison
-        oc = outcome.get((r["topic"], r["partition"], r["offset"]))
+        poison = _is_poison(run, r)
+        p = pos.get((r.partition, r.offset))
+        oc = None if p is None else p.outcome
         if poison or oc in ("aborted", "open"):
             kind = "poison-output" if poison else f"{oc}-in-log"
             idx = _txn_idx(run, (r["instance"], r["txn_seq"]))
-            cases.append(X.aborted_read([r["in_value"]], kind, r, idx))
+            found.append(([r["in_value"]], kind, r, idx))
     for key in sorted(run.txn_invoke):
         inv = run.txn_invoke[key]
         bad = [x[2] for x in inv.items if x[2] in run.poison]
         if bad:
-            cases.append(X.aborted_read(bad, "poison-input", None, _txn_idx(run, key)))
-    return _result(run, "aborted-read", cases, max_examples)
+            found.append((bad, "poison-input", None, _txn_idx(run, key)))
+    top = found[:max_examples]
+    ev = _evidence(run, [r for _v, _k, r, _i in top])
+    cases = [
+        X.aborted_read(v, k, r, i, None if r is None else ev.get((r.topic, r.partition, r.offset)))
+        for v, k, r, i in top
+    ]
+    return X.check_result("aborted-read", len(found), cases, lambda idx: _ops(run, idx))
 
 
-def _log_outcomes(run: EosRun) -> dict[tuple[str, int, int], str]:
-    """(topic, partition, offset) -> outcome from the broker log dump, if the run has one."""
-    if run.run_dir is None:
-        return {}
-    path = run.run_dir / "evidence" / "logdump.jsonl"
-    if not path.is_file() or run.output_topic is None:
-        return {}
-    rows = aborted_in_log(read_logdump(path))
-    return {
-        (d["topic"], d["partition"], d["offset"]): d["outcome"]
-        for d in rows
-        if d["topic"] == run.output_topic
-    }
+def _ops(run: EosRun, idx: list[int]) -> dict[int, Op]:
+    return {i: run.ops[i] for i in idx}
+
+
+def check_committed_later(run: EosRun, max_examples: int) -> dict[str, Any]:
+    """Drained records that a later transaction than their writer's committed (KIP-890).
+
+    ``writer-aborted``: the writer transaction its headers name ended ``fail``.
+    ``merged-in-log``: the broker log shows the marker that committed it also committed
+    records of a writer transaction invoked later. Records aborted-read names are left to it.
+    """
+    pos = _drained_positions(run)
+    # The latest writer (by txn invoke) among the drained records each COMMIT marker ended.
+    newest: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+    for r in run.drain:
+        inv = _invoke_of(run, r)
+        p = pos.get((r.partition, r.offset))
+        if inv is None or p is None or p.outcome != "committed" or p.end_marker is None:
+            continue
+        k = (r.partition, p.producerId, p.end_marker[0])
+        cand = (inv.index, r["instance"], r["txn_seq"])
+        newest[k] = max(newest.get(k, cand), cand)
+    found: list[tuple[Rec, str, tuple[int, int, int] | None]] = []
+    for r in run.drain:  # by output position
+        inv = _invoke_of(run, r)
+        if inv is None or _is_poison(run, r):
+            continue
+        p = pos.get((r.partition, r.offset))
+        if p is not None and p.outcome in ("aborted", "open"):
+            continue  # an aborted-read
+        later = None
+        if p is not None and p.outcome == "committed" and p.end_marker is not None:
+            top = newest[(r.partition, p.producerId, p.end_marker[0])]
+            later = top if top[0] > inv.index else None
+        done = run.txn_done.get((r["instance"], r["txn_seq"]))
+        if done is not None and done.type == "fail":
+            found.append((r, "writer-aborted", later))
+        elif later is not None:
+            found.append((r, "merged-in-log", later))
+    top_cases = found[:max_examples]
+    ev = _evidence(run, [r for r, _k, _l in top_cases])
+    cases = []
+    for r, kind, later in top_cases:
+        key = (r["instance"], r["txn_seq"])
+        done = run.txn_done.get(key)
+        lat = None
+        lat_idx: list[int] = []
+        if later is not None:
+            lat_key = (later[1], later[2])
+            lat_done = run.txn_done.get(lat_key)
+            lat = (later[1], later[2], None if lat_done is None else lat_done.type)
+            lat_idx = _txn_idx(run, lat_key)
+        cases.append(
+            X.committed_later(
+                r["in_value"],
+                kind,
+                key,
+                None if done is None else done.type,
+                r,
+                _txn_idx(run, key),
+                later=lat,
+                later_idx=lat_idx,
+                log=ev.get((r.topic, r.partition, r.offset)),
+            )
+        )
+    name = "committed-in-later-transaction"
+    return X.check_result(name, len(found), cases, lambda idx: _ops(run, idx))
+
+
+def _invoke_of(run: EosRun, r: Rec) -> TxnOp | None:
+    """The ``txn`` invoke a drained record's headers name (None if they name none)."""
+    if r["instance"] is None or r["txn_seq"] is None:
+        return None
+    return run.txn_invoke.get((r["instance"], r["txn_seq"]))
 
 
 def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -199,8 +362,18 @@ def check_torn(run: EosRun, max_examples: int) -> dict[str, Any]:
             if offs and all(run.committed.get(int(p), -1) >= int(n) for p, n in offs):
                 kind = "ok-offsets-committed-outputs-absent"
         if kind is not None:
-            cases.append(X.torn_transaction(key, kind, inputs, have, _txn_idx(run, key)))
-    return _result(run, "torn-transaction", cases, max_examples)
+            cases.append((key, kind, inputs, have))
+    top = cases[:max_examples]
+    dones = {key: run.txn_done.get(key) for key, _k, _i, _h in top}
+    done_ops = {key: run.ops[d.index] for key, d in dones.items() if d is not None}
+    ev = _log_at(run, X.torn_output_positions(done_ops.values()))
+    made = [
+        X.torn_transaction(
+            key, kind, inputs, have, _txn_idx(run, key), done=done_ops.get(key), log_of=ev.get
+        )
+        for key, kind, inputs, have in top
+    ]
+    return X.check_result("torn-transaction", len(cases), made, lambda idx: _ops(run, idx))
 
 
 def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -222,23 +395,41 @@ def check_order(run: EosRun, max_examples: int) -> dict[str, Any]:
 
 def check_hanging(run: EosRun, max_examples: int) -> dict[str, Any]:
     """Partitions with LSO < HWM at the end, and rows reported by find-hanging."""
-    found: list[tuple[int, int, Example]] = []
+    watched: list[X.Watched] = []
     for op in run.watermarks:
         for pos, w in enumerate(op["value"].get("partitions") or []):
             lso, hwm = w.get("lso"), w.get("hwm")
             if lso is not None and hwm is not None and lso < hwm:
-                ex = X.lso_below_hwm(op["value"]["topic"], w["partition"], lso, hwm, op["index"])
-                found.append((op["index"], pos, ex))
+                topic = op["value"]["topic"]
+                watched.append(
+                    X.Watched(op["index"], pos, op["time"], topic, w["partition"], lso, hwm)
+                )
+    rows: list[X.HangingRow] = []
     for op in run.find_hanging:
         pos = 0
         for res in op["value"].get("results") or []:
             for row in res.get("rows") or []:
-                found.append(
-                    (op["index"], pos, X.find_hanging_row(res.get("broker"), row, op["index"]))
-                )
+                rows.append(X.HangingRow(op["index"], pos, res.get("broker"), row))
                 pos += 1
-    cases = [ex for _i, _p, ex in sorted(found, key=lambda f: (f[0], f[1]))]
-    return _result(run, "hanging-transaction", cases, max_examples)
+    cases = X.hanging_cases(
+        watched,
+        rows,
+        watched_topics={op["value"].get("topic") for op in run.watermarks},
+        find_hanging_ran=bool(run.find_hanging),
+        last_write=run.last_write,
+        timeout_ms=run.txn_timeout_ms,
+    )
+    top = cases[:max_examples]
+    log = run_log(run)
+    stuck = [(c.topic, c.partition, c.lso) for _k, c, _f in top if isinstance(c, X.Watched)]
+    ev = {} if log is None else log.evidence(stuck)
+    made = [
+        X.lso_below_hwm(c, f, ev.get((c.topic, c.partition, c.lso)))
+        if isinstance(c, X.Watched)
+        else X.find_hanging_row(c, f)
+        for _k, c, f in top
+    ]
+    return X.check_result("hanging-transaction", len(cases), made, lambda idx: _ops(run, idx))
 
 
 def check_progress(run: EosRun, max_examples: int) -> dict[str, Any]:
@@ -256,6 +447,7 @@ CHECKS = {
     "duplicate": check_duplicate,
     "zombie-write": check_zombie,
     "aborted-read": check_aborted_read,
+    "committed-in-later-transaction": check_committed_later,
     "torn-transaction": check_torn,
     "order": check_order,
     "hanging-transaction": check_hanging,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.eos_results import transaction_timeout_ms
 from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
@@ -127,6 +128,12 @@ class EosRun:
     run_dir: Path | None = None
     #: What the reader salvaged (a torn last line): reported as ``input_notes``.
     notes: list[str] = field(default_factory=list)
+    #: The run's transaction.timeout.ms, from the header (see eos_results.transaction_timeout_ms).
+    txn_timeout_ms: int | None = None
+    #: Monotonic time of the last op of a transactional writer (a processor or the seeder).
+    last_write: int | None = None
+    #: Per-run helpers built on first use (the broker log join of :mod:`checkers.eos_pyref`).
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def _int(x: Any) -> int | None:
@@ -177,6 +184,7 @@ def parse_run(run_dir: str | os.PathLike[str]) -> EosRun:
                 _parse_op(run, op)
             run.notes = list(reader.warnings)
             empty = reader.header is None
+            run.txn_timeout_ms = transaction_timeout_ms(reader.header)
     except HistoryError as e:
         raise CheckerInputError(str(e)) from None
     except OSError as e:
@@ -192,6 +200,8 @@ def parse_run(run_dir: str | os.PathLike[str]) -> EosRun:
 
 def _parse_op(run: EosRun, op: Op) -> None:
     f, t, v, proc = op["f"], op["type"], op.get("value"), op["process"]
+    if isinstance(proc, int) or proc == "seeder":
+        run.last_write = op["time"] if run.last_write is None else max(run.last_write, op["time"])
     try:
         if proc == "seeder":
             if f == "send" and t in ("ok", "info"):

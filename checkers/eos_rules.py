@@ -11,7 +11,8 @@ zero fetches the first few cases and the records and ops that illustrate them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
@@ -19,7 +20,11 @@ from pyspark.sql import functions as F
 
 from checkers import eos_results as X
 from checkers.eos_frames import EosFrames, ops_at
+from checkers.eos_log import run_log
 from checkers.eos_results import Example, check_result
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def result(fr: EosFrames, name: str, n: int, made: list[Example]) -> dict[str, Any]:
@@ -194,8 +199,15 @@ def ident_of() -> Column:
 # ------------------------------------------------------------------------------------------
 
 
-def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
+def check_torn(
+    fr: EosFrames,
+    max_examples: int,
+    log_at: Callable[[list[tuple[int, int]]], dict[tuple[int, int], dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """Transactions partly visible, or recorded ok with offsets committed but no outputs.
+
+    ``log_at``: broker-log evidence of output positions (the run's dump), for where the
+    missing outputs went.
 
     One shuffle: the transactions' wanted input positions and the drained records' positions,
     both keyed by (instance, txn_seq), are hash-partitioned on that pair; the per-position
@@ -292,11 +304,23 @@ def check_torn(fr: EosFrames, max_examples: int) -> dict[str, Any]:
         ):
             if d["src_p"] is not None and d["src_o"] is not None:
                 have_sets[(d["instance"], d["txn_seq"])].add(f"{d['src_p']}/{d['src_o']}")
+        done_at = {k: t["done_index"] for k, t in txns.items() if t["done_index"] is not None}
+        ops = ops_at(fr, list(done_at.values()))
+        done_ops = {k: ops[i] for k, i in done_at.items() if i in ops}
+        ev = log_at(X.torn_output_positions(done_ops.values())) if log_at else {}
         for r in rows:
             key = (r["instance"], r["txn_seq"])
             t = txns[key]
             made.append(
-                X.torn_transaction(key, r["kind"], t["inputs"] or [], have_sets[key], txn_idx(t))
+                X.torn_transaction(
+                    key,
+                    r["kind"],
+                    t["inputs"] or [],
+                    have_sets[key],
+                    txn_idx(t),
+                    done=done_ops.get(key),
+                    log_of=ev.get,
+                )
             )
     return result(fr, "torn-transaction", n, made)
 
@@ -332,63 +356,80 @@ def check_order(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     return result(fr, "order", n, made)
 
 
-def check_hanging(fr: EosFrames, max_examples: int) -> dict[str, Any]:
+def check_hanging(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, Any]:
     """Partitions with LSO < HWM at the end, and rows reported by find-hanging.
 
-    Cases are ordered by op, then by position inside the op (``p1``: partition or broker
-    result, ``p2``: row of that result), as the reference lists them.
+    The cases are a few per partition at most, so they are collected whole and judged by
+    :func:`checkers.eos_results.hanging_cases` (the reference does the same); Spark only
+    parses the final ops and, when there are cases, finds the last transactional writer's op.
     """
     fin = fr.finals
-    wm = fin.filter((F.col("f") == "watermarks") & (F.col("type") == "ok")).select(
+    wm_ops = fin.filter((F.col("f") == "watermarks") & (F.col("type") == "ok")).select(
         "index",
         F.from_json(
             "value",
             "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>",
         ).alias("v"),
     )
-    wm = wm.select("index", "v.topic", F.posexplode("v.partitions").alias("p1", "w")).filter(
+    topics = {r["topic"] for r in wm_ops.select(F.col("v.topic").alias("topic")).collect()}
+    wm = wm_ops.select("index", "v.topic", F.posexplode("v.partitions").alias("p1", "w")).filter(
         F.col("w.lso") < F.col("w.hwm")
-    )
-    wm = wm.select(
-        "index",
-        "p1",
-        F.lit(0).alias("p2"),
-        F.lit("lso-below-hwm").alias("kind"),
-        "topic",
-        F.col("w.partition").alias("partition"),
-        F.col("w.lso").alias("lso"),
-        F.col("w.hwm").alias("hwm"),
-        F.lit(None).cast("int").alias("broker"),
-        F.lit(None).cast("map<string,string>").alias("row"),
     )
     fh = fin.filter((F.col("f") == "find-hanging") & (F.col("type") == "ok")).select(
         "index",
-        F.posexplode(
-            F.from_json(
-                "value", "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
-            )["results"]
-        ).alias("p1", "res"),
+        F.from_json(
+            "value", "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
+        )["results"].alias("results"),
     )
-    fh = fh.select("index", "p1", "res.broker", F.posexplode("res.rows").alias("p2", "row")).select(
-        "index",
-        "p1",
-        "p2",
-        F.lit("find-hanging").alias("kind"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("int").alias("partition"),
-        F.lit(None).cast("long").alias("lso"),
-        F.lit(None).cast("long").alias("hwm"),
-        "broker",
-        "row",
+    fh_ops = fh.count()
+    rows: list[X.HangingRow] = []
+    for r in fh.orderBy("index").collect():
+        pos = 0
+        for res in r["results"] or []:
+            for row in res["rows"] or []:
+                rows.append(X.HangingRow(r["index"], pos, res["broker"], dict(row)))
+                pos += 1
+    times = {
+        int(r["index"]): int(r["time"])
+        for r in fr.hist.join(wm.select("index").distinct(), ["index"])
+        .select("index", "time")
+        .distinct()
+        .collect()
+    }
+    watched = [
+        X.Watched(r["index"], r["p1"], times[r["index"]], r["topic"], r["w"]["partition"],
+                  r["w"]["lso"], r["w"]["hwm"])
+        for r in wm.collect()
+    ]  # fmt: skip
+    last_write = _last_write(fr) if watched else None
+    cases = X.hanging_cases(
+        watched,
+        rows,
+        watched_topics=topics,
+        find_hanging_ran=fh_ops > 0,
+        last_write=last_write,
+        timeout_ms=fr.txn_timeout_ms,
     )
-    bad = wm.unionByName(fh)
+    top = cases[:max_examples]
+    stuck = [(c.topic, c.partition, c.lso) for _k, c, _f in top if isinstance(c, X.Watched)]
+    log = run_log(fr, spark, run_dir) if stuck else None
+    ev = log.evidence(stuck) if log is not None else {}
+    made = [
+        X.lso_below_hwm(c, f, ev.get((c.topic, c.partition, c.lso)))
+        if isinstance(c, X.Watched)
+        else X.find_hanging_row(c, f)
+        for _k, c, f in top
+    ]
+    return result(fr, "hanging-transaction", len(cases), made)
 
-    def make(r: Any) -> Example:
-        if r["kind"] == "lso-below-hwm":
-            return X.lso_below_hwm(r["topic"], r["partition"], r["lso"], r["hwm"], r["index"])
-        return X.find_hanging_row(r["broker"], r["row"], r["index"])
 
-    return finish(fr, "hanging-transaction", bad, ["index", "p1", "p2"], max_examples, make)
+def _last_write(fr: EosFrames) -> int | None:
+    """Monotonic time of the last op of a transactional writer: a processor or the seeder."""
+    writers = F.col("process_is_int") | (F.col("process") == "seeder")
+    got = fr.hist.filter(writers).agg(F.max("time")).first()
+    return None if got is None or got[0] is None else int(got[0])
 
 
 def check_progress(fr: EosFrames, max_examples: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 
 from checkers import eos_frames as E
+from checkers.eos_results import transaction_timeout_ms
 from checkers.load import Loaded, derived_cache, publish_derived
 
 if TYPE_CHECKING:
@@ -40,10 +41,14 @@ def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
             {"views_format": VIEWS_FORMAT},
         )
         if done is None:  # read-only run directory: parse into memory
-            return _in_memory(spark, loaded.df)
+            fr = _in_memory(spark, loaded.df)
+            fr.txn_timeout_ms = transaction_timeout_ms(loaded.header)
+            return fr
         data, meta = done
     views = {name: spark.read.parquet(str(data / name)) for name in VIEWS}
-    return _frames(loaded.df, views, meta)
+    fr = _frames(loaded.df, views, meta)
+    fr.txn_timeout_ms = transaction_timeout_ms(loaded.header)
+    return fr
 
 
 def _hist(df: DataFrame) -> DataFrame:

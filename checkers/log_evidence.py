@@ -22,6 +22,8 @@ Public API::
     aborted_in_log(ev_or_df, *, all_replicas=False) -> DataFrame
         # (node, kind, topic, partition, offset, producerId, producerEpoch, isTransactional,
         #  outcome in committed/aborted/open): for the eos checkers to join with the history
+    log_positions(ev_or_df, topic) -> DataFrame   # log_rules.Pos per data record; pos_of(row)
+    resolve_records(ev, selectors)                # the dump records an example shows
     check_evidence(run_dir, spark_master=None, *, transaction_version=None, max_examples=8)
 """
 
@@ -54,8 +56,11 @@ __all__ = [
     "epoch_violation",
     "evidence_checks",
     "hanging_in_log",
+    "log_positions",
+    "pos_of",
     "prepare",
     "replica_divergence",
+    "resolve_records",
 ]
 
 PART = ["kind", "topic", "partition"]
@@ -850,6 +855,90 @@ def aborted_in_log(data: Evidence | DataFrame, *, all_replicas: bool = False) ->
     if not all_replicas:
         out = out.filter(F.col("is_ref"))
     return out.drop("is_ref")
+
+
+def log_positions(data: Evidence | DataFrame, topic: str, *, kind: str = "data") -> DataFrame:
+    """Every data record of ``topic`` on its partition's reference replica, placed among its
+    producer's transactions: the columns of :class:`checkers.log_rules.Pos` plus ``topic``,
+    ``partition``, ``offset`` (markers as structs ``o``, ``m``, ``e``).
+
+    The Spark form of :func:`checkers.log_pyref.log_positions` (same rules as
+    :func:`aborted_in_log`), for the eos checks to join with the drained records.
+    """
+    ev = _ev(data)
+    ctrl = F.col("isControl")
+    t = ev.txn().filter(F.col("is_ref") & (F.col("kind") == kind) & (F.col("topic") == topic))
+    marker = F.struct(
+        F.col("offset").alias("o"), F.col("marker").alias("m"), F.col("producerEpoch").alias("e")
+    )
+    ended_by = F.max(F.when(ctrl, marker)).over(Window.partitionBy(*KEY, "seg"))
+    t = t.select("*", ended_by.alias("end"))
+    txd = F.col("isTransactional")
+    outcome = (
+        F.when(~txd, F.lit("committed"))
+        .when(F.col("end.m") == "COMMIT", F.lit("committed"))
+        .when(F.col("end.m") == "ABORT", F.lit("aborted"))
+        .otherwise(F.lit("open"))
+    )
+    producers = t.filter(~ctrl).select(
+        "topic",
+        "partition",
+        "offset",
+        "node",
+        "producerId",
+        F.col("producerEpoch").alias("epoch"),
+        txd.alias("transactional"),
+        outcome.alias("outcome"),
+        F.when(txd, F.col("first_offset")).alias("first_offset"),
+        F.when(txd, F.col("prev_marker")).alias("prior_marker"),
+        F.when(txd, F.col("end")).alias("end_marker"),
+    )
+    anonymous = ev.base.filter(
+        F.col("is_ref")
+        & (F.col("kind") == kind)
+        & (F.col("topic") == topic)
+        & ~ctrl
+        & (F.col("producerId") < 0)
+    ).select(
+        "topic",
+        "partition",
+        "offset",
+        "node",
+        "producerId",
+        F.col("producerEpoch").alias("epoch"),
+        txd.alias("transactional"),
+        F.lit("committed").alias("outcome"),
+        F.lit(None).cast("long").alias("first_offset"),
+        F.lit(None).cast(producers.schema["prior_marker"].dataType).alias("prior_marker"),
+        F.lit(None).cast(producers.schema["end_marker"].dataType).alias("end_marker"),
+    )
+    return producers.unionByName(anonymous)
+
+
+def pos_of(row: Any) -> R.Pos:
+    """A :func:`log_positions` row as the :class:`checkers.log_rules.Pos` both engines share."""
+
+    def m(s: Any) -> R.Marker | None:
+        return None if s is None else (int(s["o"]), str(s["m"]), int(s["e"]))
+
+    first = row["first_offset"]
+    return R.Pos(
+        int(row["node"]),
+        int(row["producerId"]),
+        int(row["epoch"]),
+        bool(row["transactional"]),
+        str(row["outcome"]),
+        None if first is None else int(first),
+        m(row["prior_marker"]),
+        m(row["end_marker"]),
+    )
+
+
+def resolve_records(
+    ev: Evidence, sels: list[R.Selector]
+) -> dict[R.Selector, tuple[list[dict], int]]:
+    """The dump records selectors name (for checks outside this module), in one job."""
+    return _resolve(ev, sels)
 
 
 # ------------------------------------------------------------------------------------------

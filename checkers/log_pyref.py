@@ -30,6 +30,8 @@ from checkers.log_rules import (
     HANGING_TYPES,
     MAX_TXN_RECORDS,
     TV2_TYPES,
+    Marker,
+    Pos,
     Selector,
     combine,
     describe_state,
@@ -506,6 +508,56 @@ def aborted_in_log(dump: LogDump, *, all_replicas: bool = False) -> list[dict[st
                 )
     rows.sort(key=lambda d: (d["kind"], d["topic"], d["partition"], d["offset"], d["node"]))
     return rows
+
+
+def log_positions(dump: LogDump, topic: str, *, kind: str = "data") -> dict[tuple[int, int], Pos]:
+    """(partition, offset) -> where each data record of ``topic`` sits among its producer's
+    transactions, on each partition's reference replica (:class:`checkers.log_rules.Pos`).
+
+    Why apart from the cached scan: the eos checks join the drained records with this, for
+    one topic; keeping a position per record of every topic in the shared scan would double
+    the memory of the log checks for nothing. Same rules as :func:`aborted_in_log` (and the
+    Spark ``log_evidence.log_positions``): a transactional record of a producer id >= 0
+    belongs to the transaction its producer's next COMMIT/ABORT marker ends (``open``
+    without one); any other data record is committed and belongs to no transaction.
+    """
+    refs = reference_replicas(dump)
+    out: dict[tuple[int, int], Pos] = {}
+    for (k, tp, part), nodes in dump.parts.items():
+        if k != kind or tp != topic:
+            continue
+        node = refs[(k, tp, part)]
+        prior: dict[int, Marker] = {}
+        seg: dict[int, list[tuple[int, int, Marker | None]]] = defaultdict(list)
+        for r in nodes[node]:
+            pid, off = r[PID], r[OFF]
+            if r[CTRL]:
+                if pid >= 0 and r[MARK] is not None:
+                    end = (off, r[MARK], r[EPOCH])
+                    outcome = "committed" if r[MARK] == "COMMIT" else "aborted"
+                    _place(out, part, node, pid, seg.pop(pid, []), outcome, end)
+                    prior[pid] = end
+            elif r[TXN] and pid >= 0:
+                seg[pid].append((off, r[EPOCH], prior.get(pid)))
+            else:
+                out[(part, off)] = Pos(node, pid, r[EPOCH], r[TXN], "committed", None, None, None)
+        for pid, recs in seg.items():
+            _place(out, part, node, pid, recs, "open", None)
+    return out
+
+
+def _place(
+    out: dict[tuple[int, int], Pos],
+    part: int,
+    node: int,
+    pid: int,
+    recs: list[tuple[int, int, Marker | None]],
+    outcome: str,
+    end: Marker | None,
+) -> None:
+    """Record the positions of one transaction's data records (offset, epoch, prior marker)."""
+    for off, epoch, before in recs:
+        out[(part, off)] = Pos(node, pid, epoch, True, outcome, recs[0][0], before, end)
 
 
 def outcome_counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:

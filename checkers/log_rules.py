@@ -11,8 +11,8 @@ Spark (pyspark is an optional extra). The anomaly types are :mod:`checkers.anoma
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple
 
 from checkers.anomalies import LOG_CHECKERS, LOG_EVIDENCE, log_types
 
@@ -36,6 +36,89 @@ IN_FLIGHT_STATES: Final = frozenset(
 CHECKERS: Final = LOG_CHECKERS
 #: Log-evidence type names are unique across its checkers.
 _TYPES: Final = {t.name: t for t in LOG_EVIDENCE}
+
+
+#: A COMMIT/ABORT marker as a position's evidence names it: (offset, outcome, epoch).
+Marker = tuple[int, str, int]
+
+
+class Pos(NamedTuple):
+    """Where one data record sits among its producer's transactions on a reference replica.
+
+    Both engines' ``log_positions`` give these (the Spark one as rows of the same columns),
+    so the eos checks can join a drained record with the broker log: which producer id and
+    epoch wrote it, the producer's marker before it (``prior_marker``), the marker that ended
+    its transaction (``end_marker``, None while open) and that transaction's first data
+    offset. Non-transactional records are ``committed`` with no transaction fields.
+    """
+
+    node: int
+    producerId: int
+    epoch: int
+    transactional: bool
+    outcome: str
+    first_offset: int | None
+    prior_marker: Marker | None
+    end_marker: Marker | None
+
+
+def _marker(m: Sequence[Any] | None) -> dict[str, Any] | None:
+    return None if m is None else {"offset": m[0], "outcome": m[1], "epoch": m[2]}
+
+
+def position_selectors(topic: str, partition: int, offset: int, pos: Pos) -> list[Selector]:
+    """The dump records a position's evidence shows: the producer's marker before it, the
+    record itself, the marker that ended its transaction (those that exist)."""
+    offs = [m[0] for m in (pos.prior_marker,) if m is not None] + [offset]
+    offs += [m[0] for m in (pos.end_marker,) if m is not None]
+    return [("at", pos.node, "data", topic, partition, o) for o in offs]
+
+
+def position_evidence(
+    topic: str,
+    partition: int,
+    offset: int,
+    pos: Pos,
+    resolved: dict[Selector, tuple[list[dict], int]],
+) -> dict[str, Any]:
+    """A drained position's broker-log evidence, as eos examples carry it (key ``log``).
+
+    Built here for both engines from a :class:`Pos` and the resolved dump records, so the
+    Spark and reference examples are equal; the report turns it into a journey step.
+    """
+    records = [r for s in position_selectors(topic, partition, offset, pos) for r in resolved[s][0]]
+    return {
+        "node": pos.node,
+        "producerId": pos.producerId,
+        "epoch": pos.epoch,
+        "outcome": pos.outcome,
+        "first_offset": pos.first_offset,
+        "prior_marker": _marker(pos.prior_marker),
+        "end_marker": _marker(pos.end_marker),
+        "reason": position_reason(offset, pos),
+        "records": records,
+    }
+
+
+def position_reason(offset: int, pos: Pos) -> str:
+    """One sentence: who wrote the record at ``offset`` and what ended its transaction."""
+    head = f"offset {offset}: producer {pos.producerId} epoch {pos.epoch}"
+    if not pos.transactional or pos.producerId < 0:
+        return head + ", not transactional"
+    before = pos.prior_marker
+    prior = (
+        f"after its {before[1]} marker at offset {before[0]} (epoch {before[2]})"
+        if before is not None
+        else "with no earlier marker of that producer"
+    )
+    end = pos.end_marker
+    ended = (
+        f"{end[1]} marker at offset {end[0]} (epoch {end[2]}) ended its transaction "
+        f"(first data offset {pos.first_offset})"
+        if end is not None
+        else f"no marker ended its transaction (first data offset {pos.first_offset})"
+    )
+    return f"{head}, {prior}; {ended}"
 
 
 def reference_rank(node: int, max_ple: int, log_end: int) -> tuple[int, int, int]:

@@ -20,6 +20,7 @@ def test_each_engine_family_takes_its_names_from_the_definitions() -> None:
         "duplicate",
         "zombie-write",
         "aborted-read",
+        "committed-in-later-transaction",
         "torn-transaction",
         "order",
         "hanging-transaction",

@@ -32,7 +32,15 @@ DATA = Path(__file__).parent / "data" / "eos"
 # ------------------------------------------------------------------------------------------
 # A simulated pipeline
 
-MUTATIONS = ("lost", "duplicate", "order", "aborted-read", "zombie-write", "torn-transaction")
+MUTATIONS = (
+    "lost",
+    "duplicate",
+    "order",
+    "aborted-read",
+    "committed-in-later-transaction",
+    "zombie-write",
+    "torn-transaction",
+)
 
 
 @dataclass
@@ -51,6 +59,10 @@ class Sim:
     owner: dict[int, int] = field(default_factory=dict)
     seq: dict[int, int] = field(default_factory=dict)
     tids: dict[int, str] = field(default_factory=dict)
+    #: Added to every later op's time (ns): a quiet spell before the final observations.
+    skew: int = 0
+    #: Output partition -> log end offset, when a broker log was laid out (see ``lay_out``).
+    ends: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for p in range(self.partitions):
@@ -63,7 +75,7 @@ class Sim:
         o = {
             "index": i,
             "pindex": pi,
-            "time": 1_000_000 + i * 1000,
+            "time": 1_000_000 + i * 1000 + self.skew,
             "wall": "2026-01-01T00:00:00.000000Z",
             "process": process,
             "type": type_,
@@ -247,7 +259,17 @@ class Sim:
 
     # -- the end --------------------------------------------------------------------------
 
-    def finish(self, hanging: bool = False) -> None:
+    def finish(
+        self,
+        hanging: bool = False,
+        *,
+        quiet_s: float = 0.0,
+        find_hanging: list[dict[str, str]] | None = None,
+    ) -> None:
+        """The final phase: drain, reads, offsets, watermarks (``hanging``: output partition 0
+        has its LSO one below its HWM), after ``quiet_s`` without any client op, and, if
+        given, a find-hanging op whose broker 1 lists these rows."""
+        self.skew += int(quiet_s * 1e9)
         targets = [[p, len(self.log[p])] for p in range(self.partitions)]
         offs = [[p, self.committed[p]] for p in range(self.partitions)]
         self.op("final", "invoke", "drain", {"group": "g", "topic": "in", "targets": targets})
@@ -258,7 +280,10 @@ class Sim:
             {"group": "g", "topic": "in", "targets": targets, "offsets": offs, "seconds": 0.1},
         )
         for p in range(self.partitions):
-            recs = [[k, r["key"], r["value"], r["headers"]] for k, r in enumerate(self.out[p])]
+            recs = [
+                [r.get("offset", k), r["key"], r["value"], r["headers"]]
+                for k, r in enumerate(self.out[p])
+            ]
             for iso in ("read_committed", "read_uncommitted"):
                 v = {"topic": "out", "partition": p, "isolation": iso}
                 self.op("final", "invoke", "read", v)
@@ -273,15 +298,22 @@ class Sim:
         for topic in ("in", "out"):
             parts = []
             for p in range(self.partitions):
-                end = len(self.log[p]) if topic == "in" else len(self.out[p])
+                end = len(self.log[p]) if topic == "in" else self.ends.get(p, len(self.out[p]))
                 lso = end - 1 if hanging and topic == "out" and p == 0 else end
                 parts.append({"partition": p, "low": 0, "lso": lso, "hwm": end})
             self.op("final", "invoke", "watermarks", {"topic": topic})
             self.op("final", "ok", "watermarks", {"topic": topic, "partitions": parts})
+        if find_hanging is not None:
+            self.op("final", "invoke", "find-hanging", {"brokers": [1, 2]})
+            res = [{"broker": 1, "rows": find_hanging}, {"broker": 2, "rows": []}]
+            self.op("final", "ok", "find-hanging", {"brokers": [1, 2], "results": res})
 
-    def write(self, run_dir: Path) -> Path:
+    def write(self, run_dir: Path, *, timeout_ms: int | None = None) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
-        header = {"history_format": 1, "kind": "merged", "meta": {"workload": "eos"}}
+        meta: dict[str, Any] = {"workload": "eos"}
+        if timeout_ms is not None:
+            meta["workload_options"] = {"transaction_timeout_ms": timeout_ms}
+        header = {"history_format": 1, "kind": "merged", "meta": meta}
         with open(run_dir / "history.jsonl", "w") as fh:
             fh.write(json.dumps(header) + "\n")
             for o in self.ops:
@@ -350,6 +382,28 @@ def mutate(s: Sim, kind: str, rnd: random.Random) -> bool:
         old = dict(h) | {"instance": other, "generation": str(int(h["generation"]) - 1)}
         old["txn-seq"] = "999"
         recs.append({"key": newest["key"], "value": newest["value"], "headers": old})
+    elif kind == "committed-in-later-transaction":
+        # KIP-890: a produce request of a transaction that failed (and was aborted) lands
+        # late and joins a later transaction, whose commit makes it visible.
+        failed = [o for o in s.ops if o["f"] == "txn" and o["type"] == "fail"]
+        if not failed:  # make one: a transaction that fails, then its redo commits
+            i = s.owner[0]
+            s.seed(s.partitions)
+            s.txn(i, 1, ok=False)
+            s.drain_all(sorted(set(s.owner.values())))
+            failed = [o for o in s.ops if o["f"] == "txn" and o["type"] == "fail"]
+        done = rnd.choice(failed)
+        inst, seq = done["process"], done["value"]["txn"]
+        inv = next(
+            o
+            for o in s.ops
+            if o["f"] == "txn" and o["type"] == "invoke" and o["process"] == inst
+            and o["value"]["txn"] == seq
+        )  # fmt: skip
+        src_p, src_o, v = inv["value"]["inputs"][0]
+        s.out[src_p % s.partitions].append(
+            {"key": v, "value": "out-" + v, "headers": _headers(s, inst, seq, inv, src_p, src_o)}
+        )
     elif kind == "torn-transaction":
         sizes: dict[tuple[str, str], int] = {}
         for q in parts:
@@ -368,6 +422,112 @@ def mutate(s: Sim, kind: str, rnd: random.Random) -> bool:
     else:
         raise ValueError(kind)
     return True
+
+
+def _headers(s: Sim, inst: int, seq: int, inv: dict[str, Any], p: int, o: int) -> dict[str, str]:
+    """The headers a processor puts on the output of input ``(p, o)`` in transaction ``inv``."""
+    v = inv["value"]
+    return {
+        "src-topic": "in",
+        "src-partition": str(p),
+        "src-offset": str(o),
+        "instance": str(inst),
+        "transactional-id": s.tids[inst],
+        "generation": str(v["generation"]),
+        "member-id": v["member_id"],
+        "txn-seq": str(seq),
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# A broker log for a simulated run
+
+
+def _dump_line(partition: int, offset: int, pid: int, **kw: Any) -> dict[str, Any]:
+    """One record of a replica of the output topic (node 1), as the dump writes it."""
+    marker = kw.get("marker")
+    rec = {"node": 1, "kind": "data", "topic": "out", "partition": partition, "offset": offset}
+    rec |= {"producerId": pid, "producerEpoch": kw.get("epoch", 0), "isTransactional": True}
+    rec |= {"isControl": marker is not None, "partitionLeaderEpoch": 0}
+    rec |= {"create_time": kw.get("create_time", 1_767_225_600_000 + offset)}
+    if marker:
+        return rec | {"marker": marker, "coordinator_epoch": 0}
+    return rec | {"key": kw.get("key", "k"), "payload": kw.get("payload", "v")}
+
+
+def _pid(r: dict[str, Any]) -> int:
+    return 1000 + int(r["headers"]["instance"])
+
+
+Txn = tuple[str, str]  # (instance, txn-seq) as the headers carry them
+
+
+def lay_out(
+    s: Sim,
+    *,
+    late: dict[int, tuple[Txn, Txn, bool]] | None = None,
+    open_tail: dict[int, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Give every drained record its offset in a broker log laid out as Kafka writes one
+    (TV0/1: a producer id per instance, epoch 0): each writer transaction's records, then
+    its COMMIT marker. Returns the dump's records; ``s.ends`` gets each log end offset.
+
+    ``late``: output partition -> (writer, joined, aborted): the records of transaction
+    ``writer`` there have no marker of their own and belong to transaction ``joined`` (the
+    next marker ends both); with ``aborted``, ``writer``'s ABORT marker precedes them (KIP-890:
+    the marker was written, then the delayed produce request arrived). ``open_tail``: output
+    partition -> the value of a record of producer 1999 that no marker ever ends (a hanging
+    transaction, above the LSO, so no drain read it).
+    """
+    lines: list[dict[str, Any]] = []
+    done = {
+        (str(o["process"]), str(o["value"]["txn"])): o
+        for o in s.ops
+        if o["f"] == "txn" and o["type"] == "ok"
+    }
+    for p in range(s.partitions):
+        off, prev, marked = 0, None, False
+        writer, joined, aborted = (late or {}).get(p, (None, None, False))
+        for r in s.out[p]:
+            h = r["headers"]
+            group = (h["instance"], h["txn-seq"])
+            is_late = group == writer
+            if is_late:
+                group = joined
+            if prev is not None and group != prev[0]:
+                lines.append(_dump_line(p, off, prev[1], marker="COMMIT"))
+                off += 1
+            if is_late and aborted and not marked:
+                lines.append(_dump_line(p, off, _pid(r), marker="ABORT"))
+                off, marked = off + 1, True
+            r["offset"] = off
+            _delivered(done.get((h["instance"], h["txn-seq"])), h, p, off)
+            lines.append(_dump_line(p, off, _pid(r), key=r["key"], payload=r["value"]))
+            off += 1
+            prev = (group, _pid(r))
+        if prev is not None:
+            lines.append(_dump_line(p, off, prev[1], marker="COMMIT"))
+            off += 1
+        if p in (open_tail or {}):
+            lines.append(_dump_line(p, off, 1999, payload=(open_tail or {})[p]))
+            off += 1
+        s.ends[p] = off
+    return lines
+
+
+def _delivered(done: dict[str, Any] | None, h: dict[str, str], p: int, off: int) -> None:
+    """Fill in the delivery report (output partition and offset) a committed transaction's
+    completion records for the output of input ``h``'s source position."""
+    for out in (done or {}).get("value", {}).get("outputs", []):
+        if [str(out[3]), str(out[4])] == [h["src-partition"], h["src-offset"]]:
+            out[0], out[1] = p, off
+
+
+def write_dump(run: Path, lines: list[dict[str, Any]]) -> None:
+    dump = run / "evidence" / "logdump.jsonl"
+    dump.parent.mkdir(parents=True, exist_ok=True)
+    text = [json.dumps({"logdump_format": 1, "nodes": 1})] + [json.dumps(r) for r in lines]
+    dump.write_text("\n".join(text) + "\n")
 
 
 # ------------------------------------------------------------------------------------------
@@ -397,6 +557,8 @@ def both(spark: Any, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         assert got["checkers"][name] == ref["checkers"][name], name
     assert got["liveness"] == ref["liveness"]
     assert got == ref
+    errors = {k: r["error"] for k, r in got["checkers"].items() if r["valid"] == "unknown"}
+    assert not errors, errors  # two engines failing alike is no agreement
     for name, r in got["checkers"].items():
         for ex in r["examples"]:
             assert isinstance(ex["values"], list)
@@ -511,14 +673,18 @@ def test_outputs_the_log_shows_aborted_or_open_are_aborted_reads(
     spark: Any, tmp_path: Path
 ) -> None:
     """The broker log dump says which drained positions belong to an aborted or still open
-    transaction: producer 2 wrote one record and aborted, producer 3 one and never ended."""
+    transaction: producer 2 wrote one record and aborted, producer 3 one and never ended;
+    every other record is its own producer's committed transaction. Each example carries
+    the position's log evidence."""
     s = simulate(3)
     s.finish()
     run = s.write(tmp_path)
     p = next(q for q in sorted(s.out) if len(s.out[q]) >= 3)
     n = len(s.out[p])
-    recs = [_dump_record(p, k, {0: 2, 1: 3}.get(k, 1)) for k in range(n)]
-    recs += [_dump_record(p, n, 1, "COMMIT"), _dump_record(p, n + 1, 2, "ABORT")]
+    pids = [{0: 2, 1: 3}.get(k, 100 + k) for k in range(n)]
+    recs = [_dump_record(p, k, pid) for k, pid in enumerate(pids)]
+    recs += [_dump_record(p, n + k, pid, "COMMIT") for k, pid in enumerate(pids[2:])]
+    recs += [_dump_record(p, n + n - 2, 2, "ABORT")]
     dump = run / "evidence" / "logdump.jsonl"
     dump.parent.mkdir()
     lines = [json.dumps({"logdump_format": 1, "nodes": 1})] + [json.dumps(r) for r in recs]
@@ -530,6 +696,200 @@ def test_outputs_the_log_shows_aborted_or_open_are_aborted_reads(
         ("open-in-log", 1),
     ]
     assert got["anomalies"] == {"aborted-read": 2}
+    aborted, opened = ex[0]["log"], ex[1]["log"]
+    assert (aborted["producerId"], aborted["outcome"]) == (2, "aborted")
+    assert aborted["end_marker"] == {"offset": 2 * n - 2, "outcome": "ABORT", "epoch": 0}
+    assert [r["offset"] for r in aborted["records"]] == [0, 2 * n - 2]
+    assert (opened["outcome"], opened["end_marker"], opened["prior_marker"]) == ("open", None, None)
+
+
+# ------------------------------------------------------------------------------------------
+# committed-in-later-transaction (KIP-890) and hanging partitions, with a broker log
+
+
+def _late_write(s: Sim, *, fail: bool) -> tuple[int, int, int, int]:
+    """Instance ``i`` runs transaction N then M, each on one new input of every partition it
+    owns. ``fail``: N fails (and is aborted), M redoes its inputs (KIP-890's setting); else
+    both commit and N is then recorded ``info`` (outcome unknown). Returns (i, N, M, q): q is
+    an output partition both wrote to (N's first input's)."""
+    i = s.owner[0]
+    s.seed(s.partitions)
+    n_seq = s.seq[i] + 1
+    assert s.txn(i, 1, ok=not fail)
+    if not fail:
+        s.seed(s.partitions)
+    assert s.txn(i, 1)
+    m_seq = s.seq[i]
+    s.drain_all(sorted(set(s.owner.values())))
+    inv = next(
+        o for o in s.ops
+        if o["f"] == "txn" and o["type"] == "invoke" and o["process"] == i
+        and o["value"]["txn"] == n_seq
+    )  # fmt: skip
+    src_p, src_o, v = inv["value"]["inputs"][0]
+    q = src_p % s.partitions
+    if fail:
+        # The delayed produce request of N lands after N's ABORT marker, before M's records.
+        first_m = next(
+            k for k, r in enumerate(s.out[q]) if r["headers"]["txn-seq"] == str(m_seq)
+            and r["headers"]["instance"] == str(i)
+        )  # fmt: skip
+        late = {"key": v, "value": "out-" + v, "headers": _headers(s, i, n_seq, inv, src_p, src_o)}
+        s.out[q].insert(first_m, late)
+    else:
+        done = next(
+            o for o in s.ops
+            if o["f"] == "txn" and o["type"] == "ok" and o["process"] == i
+            and o["value"]["txn"] == n_seq
+        )  # fmt: skip
+        done["type"] = "info"
+        done["error"] = {"stage": "commit", "code": "_TIMED_OUT", "message": "commit unknown"}
+    return i, n_seq, m_seq, q
+
+
+def test_a_late_write_of_an_aborted_transaction_committed_by_the_next(
+    spark: Any, tmp_path: Path
+) -> None:
+    """KIP-890's motivating case: N's late record joins M; both engines name it
+    ``writer-aborted``, with the later transaction and the log's ABORT and COMMIT markers
+    around it; the report's journey of its value shows the broker log's step."""
+    s = simulate(4)
+    i, n_seq, m_seq, q = _late_write(s, fail=True)
+    t = (str(i), str(n_seq)), (str(i), str(m_seq))
+    lines = lay_out(s, late={q: (t[0], t[1], True)})
+    s.finish()
+    run = s.write(tmp_path / "run")
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    # Its symptoms too: the input is also in M (duplicate), and N, which had inputs on other
+    # partitions, is partly visible (torn). The new type names the cause.
+    assert got["anomalies"] == {
+        "committed-in-later-transaction": 1,
+        "duplicate": 1,
+        "torn-transaction": 1,
+    }
+    (ex,) = got["checkers"]["committed-in-later-transaction"]["examples"]
+    assert (ex["kind"], ex["txn"], ex["outcome"]) == ("writer-aborted", [i, n_seq], "fail")
+    assert ex["later"] == {"txn": [i, m_seq], "outcome": "ok"}
+    log = ex["log"]
+    assert log["producerId"] == 1000 + i and log["outcome"] == "committed"
+    assert log["prior_marker"]["outcome"] == "ABORT" and log["end_marker"]["outcome"] == "COMMIT"
+    assert log["prior_marker"]["offset"] < ex["records"][0]["offset"] < log["end_marker"]["offset"]
+    assert [r.get("marker") for r in log["records"]] == ["ABORT", None, "COMMIT"]
+    assert {(o["value"]["txn"], o["type"]) for o in ex["ops"]} == {
+        (n_seq, "invoke"),
+        (n_seq, "fail"),
+        (m_seq, "invoke"),
+        (m_seq, "ok"),
+    }
+    # The report: the value's journey has the broker log's step beside the history's ops.
+    from harness.report.data import load_run
+
+    (run / "results.json").write_text(json.dumps({"valid": False, "checkers": got["checkers"]}))
+    data = load_run(run)
+    steps = data.journeys[ex["values"][0]]
+    logged = [st for st in steps if st["f"] == "log"]
+    assert len(logged) == 1 and "ABORT marker" in logged[0]["what"]
+    assert logged[0]["process"] == "broker 1"
+    from harness.report.render import write_report
+
+    page = write_report(run).read_text()
+    assert "broker 1" in page and "committed-in-later-transaction" in page
+    # Without the dump the history alone still names it, without the log's evidence.
+    (run / "evidence" / "logdump.jsonl").unlink()
+    shutil.rmtree(run / ".parquet", ignore_errors=True)
+    ref = check_eos_py(run, max_examples=3)["checkers"]["committed-in-later-transaction"]
+    (bare,) = ref["examples"]
+    assert bare["kind"] == "writer-aborted" and "log" not in bare and "later" not in bare
+
+
+def test_records_the_log_commits_with_a_later_transaction_are_merged_in_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """N's outcome is unknown (``info``) and its records on one partition have no marker of
+    their own: M's COMMIT marker ended them. Only the log can tell; both engines agree."""
+    s = simulate(6)
+    i, n_seq, m_seq, q = _late_write(s, fail=False)
+    lines = lay_out(s, late={q: ((str(i), str(n_seq)), (str(i), str(m_seq)), False)})
+    s.finish()
+    run = s.write(tmp_path)
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    assert set(got["anomalies"]) == {"committed-in-later-transaction"}
+    exs = got["checkers"]["committed-in-later-transaction"]["examples"]
+    assert {(e["kind"], tuple(e["txn"]), e["outcome"]) for e in exs} == {
+        ("merged-in-log", (i, n_seq), "info")
+    }
+    assert all(e["later"] == {"txn": [i, m_seq], "outcome": "ok"} for e in exs)
+    assert all(
+        e["log"]["prior_marker"]["outcome"] == "COMMIT" for e in exs if e["log"]["prior_marker"]
+    )
+
+
+def test_a_lost_write_shows_where_its_output_went_and_what_the_log_holds_there(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A committed transaction's delivery report put an output at offset X, and the group
+    committed past its input; the log now holds another producer's record at X (as after a
+    truncation). ``lost`` and, for a transaction with more inputs, ``torn-transaction`` say
+    where the output went and what the reference replica holds there, in both engines."""
+    s = simulate(9)
+    lines = lay_out(s)
+    q = next(p for p in sorted(s.out) if s.out[p])
+    gone = s.out[q].pop(len(s.out[q]) // 2)
+    x = gone["offset"]
+    at = next(k for k, d in enumerate(lines) if (d["partition"], d["offset"]) == (q, x))
+    lines[at] = _dump_line(q, x, -1, payload="someone-else") | {"isTransactional": False}
+    s.finish()
+    run = s.write(tmp_path)
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    assert got["anomalies"] == {"lost": 1, "torn-transaction": 1}
+    (lost,) = got["checkers"]["lost"]["examples"]
+    h = gone["headers"]
+    assert lost["input"] == [int(h["src-partition"]), int(h["src-offset"])]
+    assert lost["written"] == [
+        {"txn": [int(h["instance"]), int(h["txn-seq"])], "outcome": "ok", "output": [q, x]}
+    ]
+    assert lost["log"]["producerId"] == -1
+    assert lost["log"]["records"][0]["payload"] == "someone-else"
+    assert "not transactional" in lost["log"]["reason"]
+    ident = f"{h['src-partition']}/{h['src-offset']}"
+    (torn,) = got["checkers"]["torn-transaction"]["examples"]
+    assert torn["txn"] == [int(h["instance"]), int(h["txn-seq"])] and torn["missing"] == [ident]
+    assert torn["written"] == [{"input": ident, "output": [q, x]}]
+    assert torn["log"] == lost["log"]
+
+
+def test_a_partition_stuck_past_the_transaction_timeout_is_a_hang_find_hanging_confirms(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Output partition 0 ends in a transaction of producer 1999 that no marker ends; the
+    watermarks, read 25 s after the last client op (timeout 10 s plus the coordinator's 10 s
+    sweep), show its LSO stuck; broker 1's find-hanging lists the same partition. Every other
+    check passes on this clean, fully logged run."""
+    s = simulate(8)
+    lines = lay_out(s, open_tail={0: "out-v999999"})
+    row = {"Topic": "out", "Partition": "0", "ProducerId": "1999", "ProducerEpoch": "0"}
+    s.finish(hanging=True, quiet_s=25.0, find_hanging=[row])
+    run = s.write(tmp_path, timeout_ms=10_000)
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    assert got["anomalies"] == {"hanging-transaction": 2}
+    stuck, listed = got["checkers"]["hanging-transaction"]["examples"]
+    assert stuck["kind"] == "lso-below-hwm" and stuck["lso"] == s.ends[0] - 1
+    assert stuck["timeout_ms"] == 10_000 and stuck["quiet_ms"] >= 25_000
+    assert stuck["past_timeout"] is True and stuck["find_hanging"] == [1]
+    assert stuck["values"] == ["v999999"]  # the input of the record the LSO is stuck on
+    assert stuck["log"]["producerId"] == 1999 and stuck["log"]["outcome"] == "open"
+    assert (listed["kind"], listed["broker"], listed["lso_below_hwm"]) == ("find-hanging", 1, True)
+    # Read right after the clients stopped: not (yet) past the timeout.
+    s2 = simulate(8)
+    lay_out(s2, open_tail={0: "out-v999999"})
+    s2.finish(hanging=True)
+    run2 = s2.write(tmp_path / "soon", timeout_ms=10_000)
+    soon = check_eos_py(run2)["checkers"]["hanging-transaction"]["examples"][0]
+    assert soon["past_timeout"] is False and "find_hanging" not in soon and "log" not in soon
 
 
 # ------------------------------------------------------------------------------------------
@@ -559,6 +919,32 @@ def test_mutations_fail_with_the_right_type(tmp_path_factory: Any, seed: int, ki
     r = check_eos_py(s.write(tmp_path_factory.mktemp("mut")))
     assert r["valid"] is False
     assert r["anomalies"].get(kind, 0) >= 1, (kind, r["anomalies"])
+
+
+@_PROPS
+@given(seed=st.integers(0, 10**6), partitions=st.integers(1, 4), fail=st.booleans())
+def test_logged_runs_pass_until_a_late_write_joins_a_later_transaction(
+    tmp_path_factory: Any, seed: int, partitions: int, fail: bool
+) -> None:
+    """A correct run laid out in a broker log as Kafka writes one is valid; the same run
+    with one late write (KIP-890) is invalid with committed-in-later-transaction."""
+    s = simulate(seed, partitions=partitions)
+    clean = tmp_path_factory.mktemp("logged")
+    lines = lay_out(s)
+    s.finish()
+    write_dump(s.write(clean), lines)
+    r = check_eos_py(clean)
+    assert r["valid"] is True, r["anomalies"]
+    s = simulate(seed, partitions=partitions)
+    i, n_seq, m_seq, q = _late_write(s, fail=fail)
+    lines = lay_out(s, late={q: ((str(i), str(n_seq)), (str(i), str(m_seq)), fail)})
+    s.finish()
+    late = tmp_path_factory.mktemp("late")
+    write_dump(s.write(late), lines)
+    r = check_eos_py(late)
+    assert r["anomalies"].get("committed-in-later-transaction", 0) >= 1, r["anomalies"]
+    kinds = {e["kind"] for e in r["checkers"]["committed-in-later-transaction"]["examples"]}
+    assert kinds == {"writer-aborted" if fail else "merged-in-log"}
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))

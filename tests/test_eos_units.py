@@ -22,7 +22,7 @@ from history.eos_records import (
     transform,
 )
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig
-from workloads.eos_final import parse_table
+from workloads.eos_final import find_hanging, max_timeout_minutes, parse_table
 from workloads.eos_kafka import parse_group_metadata
 
 
@@ -127,6 +127,26 @@ def test_options_validation_is_one_line(kwargs: dict) -> None:  # type: ignore[t
     with pytest.raises(HarnessError) as info:
         EosOptions(**kwargs).validate()
     assert "\n" not in str(info.value)
+
+
+def test_find_hanging_looks_at_transactions_older_than_the_run_timeout() -> None:
+    """The tool's default (15 minutes) is longer than most runs: it would never agree with a
+    stuck LSO. The run's timeout, rounded up to whole minutes, is the least that is sound."""
+    assert max_timeout_minutes(10_000) == 1
+    assert max_timeout_minutes(60_000) == 1
+    assert max_timeout_minutes(60_001) == 2
+    assert max_timeout_minutes(None) == 15
+
+    class Tools:
+        internal_bootstrap = "b:9092"
+        args: tuple[str, ...] = ()
+
+        def run_tool(self, *args: str) -> str:
+            Tools.args = args
+            return "Topic\tPartition\t\n"
+
+    assert find_hanging(Tools(), 2, max_timeout_minutes(10_000)) == []  # type: ignore[arg-type]
+    assert Tools.args[-4:] == ("--broker-id", "2", "--max-transaction-timeout", "1")
 
 
 def test_parse_find_hanging_table() -> None:

@@ -480,6 +480,33 @@ def test_clean_dump_passes(spark: Any, tmp_path: Path, tv: int) -> None:
     assert_agree(spark_check(spark, path), p)
 
 
+def test_log_positions_agree_and_place_records_between_markers(spark: Any, tmp_path: Path) -> None:
+    """Both engines place each data record among its producer's transactions alike (the
+    eos checks' join with the history), on a hand-made log and a real one."""
+    from checkers.load import load_logdump
+    from checkers.log_evidence import log_positions, pos_of, prepare
+
+    log = clean_log(0)
+    log[("data", "t", 2)] = [data_rec(1, 3)]  # open
+    hand = write_dump(tmp_path / "d.jsonl", materialize(log))
+    for path, topic in ((hand, "t"), (REAL_SMALL, "t1"), (REAL_SMALL, "__harness_ready")):
+        ev = prepare(load_logdump(spark, path, cache=False).df)
+        try:
+            rows = log_positions(ev, topic).collect()
+            got = {(r["partition"], r["offset"]): pos_of(r) for r in rows}
+        finally:
+            ev.release()
+        ref = log_pyref.log_positions(read_logdump(path), topic)
+        assert got == ref and len(rows) == len(ref) and ref, (path, topic)
+    pos = log_pyref.log_positions(read_logdump(hand), "t")
+    # Partition 0 (TV0): producer 1 commits offset 0, then offset 3 is aborted by offset 6.
+    assert pos[(0, 0)].end_marker == (2, "COMMIT", 0) and pos[(0, 0)].prior_marker is None
+    assert pos[(0, 3)].prior_marker == (2, "COMMIT", 0) and pos[(0, 3)].outcome == "aborted"
+    assert pos[(0, 3)].end_marker == (6, "ABORT", 0) and pos[(0, 3)].first_offset == 3
+    assert pos[(0, 4)].outcome == "committed" and pos[(0, 4)].end_marker is None  # anonymous
+    assert pos[(2, 0)].outcome == "open" and pos[(2, 0)].end_marker is None
+
+
 def test_aborted_in_log_dataframe(spark: Any, tmp_path: Path) -> None:
     from checkers.load import load_logdump
     from checkers.log_evidence import aborted_in_log, prepare

@@ -379,7 +379,7 @@ class EosWorkload(Supervisor):
         for topic in (o.input_topic, o.output_topic):
             eos_final.record_watermarks(rec, bootstrap, topic, o.partitions)
         if o.find_hanging:
-            eos_final.record_hanging(rec, self.cluster)
+            eos_final.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
 
     def finish(self) -> bool:
         """Drain, stop the processors, record the final state; ``False`` if the drain timed out."""

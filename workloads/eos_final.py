@@ -241,7 +241,20 @@ def parse_table(text: str) -> list[dict[str, str]]:
     return [dict(zip(header, cells(ln), strict=False)) for ln in lines[1:]]
 
 
-def find_hanging(cluster: Cluster, broker: int) -> list[dict[str, str]]:
+def max_timeout_minutes(transaction_timeout_ms: int | None) -> int:
+    """``find-hanging --max-transaction-timeout`` for a run whose clients use this timeout.
+
+    The tool only considers transactions whose producer last wrote longer ago than this many
+    minutes (15 by default, longer than most runs): a transaction older than every client's
+    timeout should have been aborted by its coordinator. So the smallest whole number of
+    minutes that covers the run's timeout, at least 1.
+    """
+    if not transaction_timeout_ms or transaction_timeout_ms <= 0:
+        return 15
+    return max(1, -(-transaction_timeout_ms // 60_000))
+
+
+def find_hanging(cluster: Cluster, broker: int, max_minutes: int = 15) -> list[dict[str, str]]:
     out = cluster.run_tool(
         "TransactionsCommand",
         "--bootstrap-server",
@@ -249,18 +262,25 @@ def find_hanging(cluster: Cluster, broker: int) -> list[dict[str, str]]:
         "find-hanging",
         "--broker-id",
         str(broker),
+        "--max-transaction-timeout",
+        str(max_minutes),
     )
     return parse_table(out)
 
 
-def record_hanging(rec: Recorder, cluster: Cluster) -> None:
-    """Kafka's ``TransactionsCommand find-hanging`` for every broker, the JVMs run in parallel."""
+def record_hanging(
+    rec: Recorder, cluster: Cluster, transaction_timeout_ms: int | None = None
+) -> None:
+    """Kafka's ``TransactionsCommand find-hanging`` for every broker, the JVMs run in parallel,
+    looking at transactions older than the run's transaction timeout
+    (:func:`max_timeout_minutes`)."""
     brokers = cluster.node_ids()
-    rec.invoke("find-hanging", {"brokers": brokers})
+    minutes = max_timeout_minutes(transaction_timeout_ms)
+    rec.invoke("find-hanging", {"brokers": brokers, "max_transaction_timeout_min": minutes})
 
     def one(broker: int) -> dict[str, Any]:
         try:
-            return {"broker": broker, "rows": find_hanging(cluster, broker)}
+            return {"broker": broker, "rows": find_hanging(cluster, broker, minutes)}
         except (HarnessError, OSError) as exc:
             return {"broker": broker, "error": str(exc)}
         except Exception as exc:  # a tool timeout must not lose the rest of the final state
@@ -269,10 +289,11 @@ def record_hanging(rec: Recorder, cluster: Cluster) -> None:
     with ThreadPoolExecutor(max_workers=len(brokers)) as pool:
         results = list(pool.map(one, brokers))
     failed = [r for r in results if "error" in r]
+    value = {"brokers": brokers, "max_transaction_timeout_min": minutes, "results": results}
     if len(failed) == len(results):
-        rec.fail("find-hanging", {"brokers": brokers, "results": results}, failed[0]["error"])
+        rec.fail("find-hanging", value, failed[0]["error"])
     else:
-        rec.ok("find-hanging", {"brokers": brokers, "results": results})
+        rec.ok("find-hanging", value)
 
 
 if __name__ == "__main__":

@@ -131,9 +131,11 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     invokes: dict[Any, tuple[int, dict[str, Any]]] = {}
     open_faults: dict[str, list[Fault]] = defaultdict(list)
     first = True
+    wall0: int | None = None
     for op in iter_history(history):
         if first:
             data.t0 = op["time"]
+            wall0 = _wall_ms(op.get("wall"))
             first = False
         t = (op["time"] - data.t0) / 1e9
         data.span = max(data.span, t)
@@ -178,7 +180,80 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     for fault in data.faults:
         if fault.end is None:
             fault.end = data.span
+    for value, step in log_steps(data.results, wall0, data.span):
+        if value in wanted:
+            data.journeys.setdefault(value, []).append(step)
     return data
+
+
+def _wall_ms(wall: Any) -> int | None:
+    """An op's ``wall`` (ISO-8601 UTC) in epoch milliseconds, the unit of a record's
+    ``create_time``; None if it does not parse."""
+    from datetime import datetime
+
+    if not isinstance(wall, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(wall.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def log_steps(
+    results: dict[str, Any] | None, wall0: int | None, end: float = 0.0
+) -> list[tuple[str, dict[str, Any]]]:
+    """One journey step per checker example that carries broker-log evidence (``log``, see
+    ``checkers.log_rules.position_evidence``), for each value the example names.
+
+    Why: the history says what clients believed; the dump says what the brokers stored. A
+    record committed by a later transaction, an aborted record a reader saw, a stuck last
+    stable offset: each is only understood with both side by side. The step is placed at the
+    record's ``create_time`` (the producer's clock, which shares the machine's wall clock with
+    the history's ``wall``), so it lands among the ops that wrote it; without one, at ``end``
+    (the run's last op).
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
+    for checker, res in ((results or {}).get("checkers") or {}).items():
+        exs = res.get("examples") if isinstance(res, dict) else None
+        for ex in exs if isinstance(exs, list) else []:
+            log = ex.get("log") if isinstance(ex, dict) else None
+            if not isinstance(log, dict):
+                continue
+            t = None
+            for rec in log.get("records") or []:
+                if not rec.get("isControl") and rec.get("create_time") is not None and wall0:
+                    t = round((rec["create_time"] - wall0) / 1000, 3)
+            step = {
+                "t": t if t is not None else round(end, 3),
+                "t_end": None,
+                "process": f"broker {log.get('node')}",
+                "f": "log",
+                "type": str(log.get("outcome")),
+                "what": f"{checker} ({ex.get('kind', checker)}), broker log: {log.get('reason')}"
+                + _marker_times(log, wall0),
+                "invoke": {k: v for k, v in log.items() if k != "records"},
+                "result": {"records": log.get("records")},
+                "error": None,
+            }
+            for v in ex.get("values") or []:
+                if isinstance(v, str):
+                    out.append((v, step))
+    return out
+
+
+def _marker_times(log: dict[str, Any], wall0: int | None) -> str:
+    """When the markers around the record were written (run seconds), if the dump says."""
+    if not wall0:
+        return ""
+    parts = []
+    for rec in log.get("records") or []:
+        if rec.get("isControl") and rec.get("create_time") is not None:
+            t = (rec["create_time"] - wall0) / 1000
+            parts.append(f"{rec.get('marker')} marker @{rec.get('offset')} written at {t:.3f} s")
+        elif rec.get("create_time") is not None:
+            t = (rec["create_time"] - wall0) / 1000
+            parts.append(f"record @{rec.get('offset')} created at {t:.3f} s")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _step(value: str, inv: dict[str, Any], op: dict[str, Any] | None, t0: int) -> dict[str, Any]:

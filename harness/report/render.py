@@ -137,6 +137,8 @@ def _brief(example: Any) -> str:
     if not isinstance(example, dict):
         return json.dumps(example, default=str)[:200]
     keep = {k: v for k, v in example.items() if k not in ("ops", "records", "values")}
+    if isinstance(keep.get("log"), dict):  # broker-log evidence: its sentence, not its records
+        keep["log"] = keep["log"].get("reason")
     return json.dumps(keep, default=str)[:200] if keep else ""
 
 
