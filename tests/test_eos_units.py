@@ -257,3 +257,32 @@ def test_processor_signals_pause_resume_kill(tmp_path) -> None:  # type: ignore[
             proc.kill()
         workload.close()
     assert workload._instances[5].reaped
+
+
+def test_final_reads_wait_for_open_transactions_to_end(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The final read_committed reads wait until no transaction holds an LSO (a killed
+    processor's open transaction until its timeout abort), and say so when one outlives
+    the bound."""
+    from history import Recorder, read_process_file
+    from workloads import eos_final
+
+    answers = iter(
+        [
+            [{"partition": 0, "low": 0, "lso": 5, "hwm": 9}, {"partition": 1, "lso": 3, "hwm": 3}],
+            [{"partition": 0, "low": 0, "lso": 9, "hwm": 9}, {"partition": 1, "lso": 3, "hwm": 3}],
+        ]
+    )
+    monkeypatch.setattr(eos_final, "_in_child", lambda call, *a, **k: next(answers))
+    with Recorder(tmp_path / "final.jsonl", "final") as rec:
+        assert eos_final.record_settle(rec, "b", "out", 2, 10000, poll_s=0.01) is True
+    monkeypatch.setattr(eos_final, "ABORT_SWEEP_S", 0.05)
+    stuck = [{"partition": 0, "low": 0, "lso": 5, "hwm": 9}]
+    monkeypatch.setattr(eos_final, "_in_child", lambda call, *a, **k: stuck)
+    with Recorder(tmp_path / "stuck.jsonl", "final") as rec:
+        assert eos_final.record_settle(rec, "b", "out", 1, 0, poll_s=0.01) is False
+    _h, ops, _w = read_process_file(tmp_path / "final.jsonl")
+    assert [(o["f"], o["type"]) for o in ops] == [("settle", "invoke"), ("settle", "ok")]
+    assert ops[1]["value"]["open"] == []
+    _h, ops, _w = read_process_file(tmp_path / "stuck.jsonl")
+    assert ops[-1]["type"] == "info" and ops[-1]["value"]["open"] == [0]
+    assert ops[-1]["error"]["code"] == "TIMED_OUT"

@@ -374,6 +374,9 @@ class EosWorkload(Supervisor):
         """Everything Kafka holds at the end, through the brokers' internal listeners."""
         o = self.options
         bootstrap = self.cluster.internal_bootstrap
+        eos_final.record_settle(
+            rec, bootstrap, o.output_topic, o.partitions, o.transaction_timeout_ms
+        )
         eos_final.record_reads(rec, bootstrap, o.output_topic, o.partitions)
         eos_final.record_group_offsets(rec, self.cluster, o.group_id)
         for topic in (o.input_topic, o.output_topic):

@@ -214,6 +214,49 @@ def group_state(cluster: Cluster, group: str) -> tuple[str, int]:
     return got["state"], got["members"]
 
 
+#: How often the coordinator aborts timed-out transactions (Kafka's default
+#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``), plus slack.
+ABORT_SWEEP_S = 15.0
+
+
+def record_settle(
+    rec: Recorder,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    transaction_timeout_ms: int,
+    poll_s: float = 1.0,
+) -> bool:
+    """Wait (bounded) until no transaction is open on ``topic`` (LSO == HWM everywhere).
+
+    A processor killed inside a transaction leaves it open until the coordinator aborts it
+    (transaction timeout, then the next abort sweep). Its outputs hold the partition's LSO,
+    so a read_committed read made meanwhile stops there and misses every later committed
+    output: a complete-looking drain that is not. The group's offsets cannot say so (a
+    replacement commits past those inputs at once), so the final reads wait here. A
+    transaction still open at the deadline is left for the hanging checks to name.
+    """
+    deadline = time.monotonic() + transaction_timeout_ms / 1000 + ABORT_SWEEP_S
+    rec.invoke("settle", {"topic": topic})
+    t0 = time.monotonic()
+    open_parts: list[int] = []
+    while True:
+        try:
+            rows = _in_child("watermarks", bootstrap, topic, partitions)
+            open_parts = [r["partition"] for r in rows if r["lso"] < r["hwm"]]
+        except ReaderCrashed:
+            open_parts = list(range(partitions))  # unknown: keep waiting until the deadline
+        if not open_parts or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)  # polling the brokers' watermarks, a condition, not a guess
+    value = {"topic": topic, "open": open_parts, "seconds": round(time.monotonic() - t0, 3)}
+    if open_parts:
+        rec.info("settle", value, {"code": "TIMED_OUT", "message": "transactions still open"})
+        return False
+    rec.ok("settle", value)
+    return True
+
+
 def record_watermarks(rec: Recorder, bootstrap: str, topic: str, partitions: int) -> None:
     """Per partition: low watermark, last stable offset (read_committed end), high watermark."""
     rec.invoke("watermarks", {"topic": topic})
