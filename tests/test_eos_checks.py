@@ -536,10 +536,11 @@ def write_dump(run: Path, lines: list[dict[str, Any]]) -> None:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    """One local[2] session for the whole module; its JVM is ended afterwards."""
+    """One session for the whole module (the running one if another module of this worker
+    started it: asking for a different master would be refused); its JVM is ended afterwards."""
     from checkers.spark import start_spark, stop_spark
 
-    s = start_spark("local[2]")
+    s = start_spark()
     yield s
     stop_spark()
 

@@ -1,6 +1,6 @@
 """Broker-log evidence checks: hand-built anomalies, generated logs, Spark vs the Python reference.
 
-No Kafka here: dumps are written by hand or generated. One SparkSession (``local[2]``) serves
+No Kafka here: dumps are written by hand or generated. One SparkSession (the worker's, whatever started it) serves
 the whole module; the checks that need a JVM of their own (stop leaves no JVM behind, a bad
 master URL) run in a subprocess.
 """
@@ -325,7 +325,8 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     from checkers.spark import start_spark, stop_spark
 
-    session = start_spark("local[2]")
+    # Any running session will do (the suite plugin's may already run in this worker).
+    session = start_spark()
     yield session
     stop_spark()
 
