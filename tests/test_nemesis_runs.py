@@ -119,9 +119,11 @@ def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: 
     ea = json.loads((a.run_dir / "schedule.json").read_text())["executed"]
     eb = json.loads((b.run_dir / "schedule.json").read_text())["executed"]
     assert [(e["kind"], e["params"]) for e in ea] == [(e["kind"], e["params"]) for e in eb]
+    # Same plan; the start and stop of each fault within 2 s of the original (1 s held on an
+    # idle machine, 1.17 s was seen with two clusters and a campaign sharing 2 cores).
     for x, y in zip(ea, eb, strict=True):
-        assert abs(x["started_at"] - y["started_at"]) < 1.0
-        assert abs(x["stopped_at"] - y["stopped_at"]) < 1.0
+        assert abs(x["started_at"] - y["started_at"]) < 2.0
+        assert abs(x["stopped_at"] - y["stopped_at"]) < 2.0
     for r in (a, b):
         assert r.summary["duplicates"] == r.summary["missing"] == 0, r.summary
 
