@@ -27,6 +27,7 @@ from history.eos_records import (
     source_position,
 )
 from history.logdump import CheckerInputError
+from history.schema import is_nemesis
 
 __all__ = ["EosRun", "Op", "OpsOnDisk", "Rec", "TxnOp", "parse_run", "resolve_record"]
 
@@ -222,7 +223,7 @@ def _parse_op(run: EosRun, op: Op) -> None:
                     run.txn_done[key] = TxnOp(op["index"], op["time"], t, items)
             elif f == "start" and t == "ok":
                 run.starts.append(op)
-        elif proc == "nemesis":
+        elif is_nemesis(proc):
             if f == "start" and t == "ok" and isinstance(v, dict) and v.get("kind") == "hijack":
                 run.hijacks.append(op)
         elif proc == "final":

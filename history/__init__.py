@@ -19,6 +19,7 @@ from history.reader import (
 from history.recorder import Recorder, wall_now
 from history.schema import (
     FORMAT_VERSION,
+    NEMESIS_PROCESSES,
     OP_TYPES,
     Header,
     HistoryError,
@@ -27,12 +28,14 @@ from history.schema import (
     Process,
     UnsupportedFormatError,
     check_pairing,
+    is_nemesis,
     validate_header,
     validate_op,
 )
 
 __all__ = [
     "FORMAT_VERSION",
+    "NEMESIS_PROCESSES",
     "OP_TYPES",
     "Header",
     "HistoryError",
@@ -45,6 +48,7 @@ __all__ = [
     "Recorder",
     "UnsupportedFormatError",
     "check_pairing",
+    "is_nemesis",
     "iter_history",
     "iter_process_file",
     "load_history",

@@ -90,6 +90,17 @@ def is_process_id(x: object) -> bool:
     return (type(x) is int and x >= 0) or (type(x) is str and x != "")
 
 
+#: The processes that record faults: ``"nemesis"`` the one-after-another faults,
+#: ``"nemesis-clients"`` the stream kinds that run beside them (crash-clients), each a process
+#: of its own because the two overlap in time and a process does one op at a time.
+NEMESIS_PROCESSES: Final = ("nemesis", "nemesis-clients")
+
+
+def is_nemesis(process: object) -> bool:
+    """Whether ``process`` is one of the nemesis' processes (its ops are faults)."""
+    return process in NEMESIS_PROCESSES
+
+
 def process_sort_key(process: Process) -> tuple[int, int, str]:
     """Total order over mixed int/str process ids (ints first) so merge tie-breaks never raise."""
     if type(process) is int:

@@ -3,7 +3,9 @@
 The engine keeps an undo log of the faults that are active; ``heal_all`` undoes them in
 reverse order and then asks the cluster to heal anything else, so a run that ends early
 (an exception, Ctrl-C, a crashing checker) never leaves a cut, a stopped process or a toxic
-behind. Faults run one at a time in a background thread; waits are on a stop event.
+behind. The one-after-another faults run in one background thread, the stream kinds
+(crash-clients) in another, so a slow fault of one (a rolling restart takes half a minute)
+never holds back the other; each thread records as its own process. Waits are on a stop event.
 """
 
 from __future__ import annotations
@@ -24,14 +26,23 @@ log = logging.getLogger("nemeses")
 class Nemesis:
     """``start()`` runs the schedule in a thread; ``stop()`` ends it and heals everything."""
 
-    def __init__(self, ctx: FaultContext, schedule: Schedule, recorder: Any = None) -> None:
+    def __init__(
+        self,
+        ctx: FaultContext,
+        schedule: Schedule,
+        recorder: Any = None,
+        stream_recorder: Any = None,
+    ) -> None:
         self.ctx = ctx
         self.schedule = schedule
         self.recorder = recorder
+        #: Records the stream kinds' ops (process ``"nemesis-clients"``); without one they
+        #: go to ``recorder`` and the streams share its thread.
+        self.stream_recorder = stream_recorder
         self.executed: list[dict[str, Any]] = []
         self.active: list[tuple[Event, dict[str, Any]]] = []
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._t0 = 0.0
         self.errors: list[str] = []
@@ -41,13 +52,20 @@ class Nemesis:
 
     def start(self) -> None:
         self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
-        self._thread.start()
+        split = self.stream_recorder is not None
+        lanes = [(False, "nemesis")] + ([(True, "nemesis-clients")] if split else [])
+        for streams, name in lanes:
+            thread = threading.Thread(
+                target=self._run, args=(streams if split else None,), name=name, daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=180)
+        deadline = time.monotonic() + 180
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.heal_all()
 
     def elapsed(self) -> float:
@@ -59,31 +77,39 @@ class Nemesis:
 
     # --- the schedule ------------------------------------------------------------------
 
-    def _record(self, kind: str, f: str, value: dict[str, Any], error: str | None = None) -> None:
-        if self.recorder is None:
+    def _record(
+        self, event: Event, kind: str, f: str, value: dict[str, Any], error: str | None = None
+    ) -> None:
+        rec = self.recorder
+        if self.stream_recorder is not None and KINDS[event.kind].stream:
+            rec = self.stream_recorder
+        if rec is None:
             return
         if kind == "invoke":
-            self.recorder.invoke(f, value)
+            rec.invoke(f, value)
         elif kind == "ok":
-            self.recorder.ok(f, value)
+            rec.ok(f, value)
         elif kind == "fail":
-            self.recorder.fail(f, value, error or "failed")
+            rec.fail(f, value, error or "failed")
         else:
-            self.recorder.info(f, value, error)
+            rec.info(f, value, error)
 
-    def _timeline(self) -> list[tuple[float, int, int]]:
-        """(time, order, event index): starts and stops; events may overlap in a replay."""
+    def _timeline(self, streams: bool | None) -> list[tuple[float, int, int]]:
+        """(time, order, event index): starts and stops of the stream kinds' events
+        (``streams``), of the others, or of all (None); events may overlap in a replay."""
         limit = self.schedule.time_limit
         out = []
         for i, ev in enumerate(self.schedule.events):
+            if streams is not None and KINDS[ev.kind].stream != streams:
+                continue
             out.append((ev.at, 1, i))
             if not KINDS[ev.kind].instant:
                 out.append((min(ev.at + ev.duration, max(limit, ev.at)), 0, i))
         return sorted(out)
 
-    def _run(self) -> None:
+    def _run(self, streams: bool | None) -> None:
         running: dict[int, dict[str, Any]] = {}
-        for when, order, i in self._timeline():
+        for when, order, i in self._timeline(streams):
             if self._stop.wait(max(0.0, self._t0 + when - time.monotonic())):
                 return
             event = self.schedule.events[i]
@@ -101,7 +127,7 @@ class Nemesis:
     def _start(self, event: Event) -> dict[str, Any] | None:
         kind = KINDS[event.kind]
         value = {"kind": event.kind, "params": event.params, "planned_at": event.at}
-        self._record("invoke", "start", value)
+        self._record(event, "invoke", "start", value)
         started = self.elapsed()
         try:
             details = kind.start(self.ctx, event.params)
@@ -109,15 +135,18 @@ class Nemesis:
             msg = f"{type(exc).__name__}: {exc}"
             self.errors.append(f"start {event.kind}: {msg}")
             log.warning("nemesis could not start %s: %s", event.kind, msg)
-            self._record("fail", "start", value, msg)
-            # Whatever it managed to do must still be undone.
-            with contextlib.suppress(Exception):
-                self.ctx.cluster.heal_all()
+            self._record(event, "fail", "start", value, msg)
+            # Whatever it managed to do must still be undone. A stream kind acts on processes
+            # only, and healing the cluster from its thread would cut short the other
+            # thread's broker fault.
+            if not kind.stream:
+                with contextlib.suppress(Exception):
+                    self.ctx.cluster.heal_all()
             self.executed.append({**value, "started_at": round(started, 3), "error": msg})
             return None
         with self._lock:
             self.active.append((event, details))
-        self._record("ok", "start", {**value, **details})
+        self._record(event, "ok", "start", {**value, **details})
         entry = {
             **value,
             "started_at": round(started, 3),
@@ -132,16 +161,16 @@ class Nemesis:
     def _finish(self, event: Event, details: dict[str, Any]) -> None:
         kind = KINDS[event.kind]
         value = {"kind": event.kind, "targets": details.get("targets")}
-        self._record("invoke", "stop", value)
+        self._record(event, "invoke", "stop", value)
         result: dict[str, Any] = {}
         try:
             result = kind.stop(self.ctx, details)
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
             self.errors.append(f"stop {event.kind}: {msg}")
-            self._record("info", "stop", value, msg)
+            self._record(event, "info", "stop", value, msg)
         else:
-            self._record("ok", "stop", {**value, **result})
+            self._record(event, "ok", "stop", {**value, **result})
         with self._lock:
             self.active = [(e, d) for e, d in self.active if d is not details]
         entry = self._entries.pop(id(details), None)

@@ -376,12 +376,34 @@ COORDINATOR_MOMENTS = {
 ARM_WAIT_S = 8.0
 #: Processors armed by one crash-clients event, each at a different moment of the cycle.
 ARMED_PER_EVENT = 3
+#: Moments before EndTxn, where a transaction can still fail with an abortable error (a
+#: produce that timed out, an offset commit the group rejected) and the client must abort
+#: it and read its inputs again.
+ABORT_MOMENTS = ("after-produce", "after-flush", "before-offsets", "before-commit")
 
 
 def crash_moments(order: list[str], n: int) -> list[str]:
     """The moments of the ``n``-th crash-clients event: the next ``ARMED_PER_EVENT`` of a
     seeded cycle through MOMENTS, so two events that fire cover every moment."""
     return [order[(n * ARMED_PER_EVENT + j) % len(order)] for j in range(ARMED_PER_EVENT)]
+
+
+def crash_actions(moments: list[str], n: int) -> list[str]:
+    """What each armed processor of the ``n``-th event does at its moment: one of the event's
+    moments before EndTxn fails the transaction with an abortable error, the others SIGKILL.
+    The aborted moment rotates between the events that arm the same moments, so each moment
+    is a kill in some event too (an event with a single such moment aborts in every other
+    turn). A client whose abort path is wrong (it does not read the aborted inputs again) is
+    only exposed by an abort, and by default nothing else makes a processor abort while it
+    keeps its partitions."""
+    early: list[int | None] = [j for j, at in enumerate(moments) if at in ABORT_MOMENTS]
+    if len(early) == 1:
+        early.append(None)
+    actions = ["kill"] * len(moments)
+    pick = early[(n // 2) % len(early)] if early else None
+    if pick is not None:
+        actions[pick] = "abort"
+    return actions
 
 
 def crash_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
@@ -411,10 +433,12 @@ def _disarm(ctx: FaultContext, instance: int) -> None:
 def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     """Jepsen's crash-clients: processors die at protocol moments, one stream of the run.
 
-    With hook points, up to ``ARMED_PER_EVENT`` live processors are armed, each to SIGKILL
-    itself at a different moment of the seeded cycle; the window (the event's duration)
-    lets them reach it, ``crash_stop`` reads back which moment fired in which transaction.
-    Without hooks (Kafka's copier, the queue's clients) one processor is killed at once.
+    With hook points, up to ``ARMED_PER_EVENT`` live processors are armed, each at a
+    different moment of the seeded cycle, to SIGKILL itself there or (``actions``, see
+    :func:`crash_actions`) to fail its transaction with an abortable error; the window (the
+    event's duration) lets them reach it, ``crash_stop`` reads back which moment fired in which
+    transaction. Without hooks (Kafka's copier, the queue's clients) one processor is killed
+    at once. Schedules saved before ``actions`` existed replay as kills only.
     """
     if ctx.clients is None:
         raise FaultError("crash-clients needs workload processes")
@@ -427,10 +451,14 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         raise FaultError("no live processor to arm")
     start = int(params.get("pick", 0)) % len(instances)
     rotated = instances[start:] + instances[:start]
+    moments = list(params["moments"])
+    actions = list(params.get("actions") or ["kill"] * len(moments))
     armed: dict[str, str] = {}
-    for instance, at in zip(rotated, params["moments"], strict=False):
-        if _arm(ctx, instance, at, "kill", int(params.get("delay_ms", 0))):
+    acts: dict[str, str] = {}
+    for instance, at, action in zip(rotated, moments, actions, strict=False):
+        if _arm(ctx, instance, at, action, int(params.get("delay_ms", 0))):
             armed[str(instance)] = at
+            acts[str(instance)] = action
     if not armed:
         # Not an error: a failed start heals the cluster, which would cut short a broker
         # fault of the other stream. Every processor is starting (after the last crash).
@@ -439,8 +467,9 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         "targets": sorted(int(i) for i in armed),
         "mode": "armed",
         "armed": armed,
+        "actions": acts,
         "pids": {str(i): pids[int(i)] for i in armed},
-        "why": "kill at " + ", ".join(f"{at} (instance {i})" for i, at in armed.items()),
+        "why": ", ".join(f"{acts[i]} at {at} (instance {i})" for i, at in armed.items()),
     }
 
 
@@ -459,9 +488,13 @@ def crash_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
         if fired is None:
             missed.append({"instance": instance, "at": at})
             continue
-        pid = details["pids"][key]
-        _wait(lambda pid=pid: process_state(pid) in (None, "Z"), 10, f"instance {instance} gone")
-        hit.append({"instance": instance, "at": fired["at"], "txn": fired["txn"]})
+        action = fired.get("action", "kill")
+        if action == "kill":
+            pid = details["pids"][key]
+            _wait(
+                lambda pid=pid: process_state(pid) in (None, "Z"), 10, f"instance {instance} gone"
+            )
+        hit.append({"instance": instance, "at": fired["at"], "txn": fired["txn"], "action": action})
     return {"hit": hit, "missed": missed}
 
 

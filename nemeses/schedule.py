@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemeses.faults import MOMENTS, crash_moments
+from nemeses.faults import MOMENTS, crash_actions, crash_moments
 from nemeses.kinds import KINDS
 
 SCHEDULE_FORMAT = 1
@@ -81,9 +81,11 @@ def generate(
         order = rng.sample(MOMENTS, len(MOMENTS))
         t, n = STREAM_INTERVAL / 2, 0
         while t < time_limit - 1:
+            moments = crash_moments(order, n)
             params = {
                 **KINDS[name].params(rng, nodes, has_clients),
-                "moments": crash_moments(order, n),
+                "moments": moments,
+                "actions": crash_actions(moments, n),
             }
             sched.events.append(Event(round(t, 1), name, params, STREAM_WINDOW))
             t, n = t + STREAM_INTERVAL, n + 1

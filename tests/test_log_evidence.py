@@ -1,8 +1,8 @@
 """Broker-log evidence checks: hand-built anomalies, generated logs, Spark vs the Python reference.
 
-No Kafka here: dumps are written by hand or generated. One SparkSession (the worker's, whatever started it) serves
-the whole module; the checks that need a JVM of their own (stop leaves no JVM behind, a bad
-master URL) run in a subprocess.
+No Kafka here: dumps are written by hand or generated. One SparkSession (the worker's,
+whatever started it) serves the whole module; the checks that need a JVM of their own
+(stop leaves no JVM behind, a bad master URL) run in a subprocess.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pytest
 from harness.run.nemesis import ScheduledNemesis
 from harness.run.runner import RunOptions, RunResult, execute
 from harness.substrate.runstate import marked_processes
-from history import load_history, read_process_file
+from history import is_nemesis, load_history, read_process_file
 from nemeses.schedule import Event, Schedule, load
 from workloads.eos_config import EosOptions
 
@@ -209,7 +209,7 @@ def test_ctrl_c_during_a_partition_and_a_pause_leaves_nothing(tmp_path: Path) ->
 
 
 def _nemesis_ops(ops: list[dict[str, Any]], f: str) -> list[dict[str, Any]]:
-    return [o for o in ops if o["process"] == "nemesis" and o["f"] == f and o["type"] == "ok"]
+    return [o for o in ops if is_nemesis(o["process"]) and o["f"] == f and o["type"] == "ok"]
 
 
 def test_crash_clients_kills_processors_at_their_moments(
@@ -244,6 +244,38 @@ def test_crash_clients_kills_processors_at_their_moments(
     assert executed[0]["hit"] == hits
     if any(h["at"] in ("after-flush", "before-offsets") for h in hits):
         assert result.summary["duplicates"] > 0, result.summary
+
+
+@pytest.mark.parametrize("variant", ["eos", "no-rewind"])
+def test_crash_clients_abort_runs_the_abort_path_at_its_moment(
+    variant: str, kafka_cluster, harness_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """An armed abortable failure fails exactly the transaction it was aimed at, the instance
+    lives on; the correct client aborts and rewinds (nothing missing), the client that skips
+    the rewind loses the aborted inputs."""
+    params = {"pick": 0, "delay_ms": 0, "moments": ["after-flush"], "actions": ["abort"]}
+    sched = _write_schedule(tmp_path / "s.json", [Event(3.0, "crash-clients", params, 8.0)], 20)
+    options = _options(f"abort-{variant}", 20.0, variant=variant)
+    options.replay = sched
+    result = _run(kafka_cluster, harness_store, options)
+    ops = load_history(result.history)
+    (stop,) = _nemesis_ops(ops, "stop")
+    (hit,) = stop["value"]["hit"]
+    assert hit["action"] == "abort" and hit["at"] == "after-flush", hit
+    mine = [o for o in ops if o["process"] == hit["instance"]]
+    (failed,) = [
+        o
+        for o in mine
+        if o["f"] == "txn" and o["type"] != "invoke" and o["value"]["txn"] == hit["txn"]
+    ]
+    assert failed["type"] == "fail" and failed["error"]["code"] == "INJECTED_ABORT", failed
+    later = mine[mine.index(failed) + 1 :]
+    assert any(o["f"] == "txn" and o["type"] == "ok" for o in later), "the instance went on"
+    rewound = any(o["f"] == "rewind" for o in later)
+    if variant == "eos":
+        assert rewound and result.summary["missing"] == 0, result.summary
+    else:
+        assert not rewound and result.summary["missing"] > 0, result.summary
 
 
 def test_coordinator_at_pauses_the_txn_coordinator_as_end_txn_goes_out(

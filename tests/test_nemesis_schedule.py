@@ -86,8 +86,9 @@ def test_every_kind_is_described() -> None:
 
 def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
     """``all`` keeps processors crashing (a steady stream beside the broker faults), and
-    the seeded cycle of moments reaches every window of a transaction within 60 s."""
-    from nemeses.faults import ARMED_PER_EVENT, MOMENTS
+    the seeded cycle of moments reaches every window of a transaction within 60 s, with
+    kills and with abortable failures."""
+    from nemeses.faults import ABORT_MOMENTS, ARMED_PER_EVENT, MOMENTS
     from nemeses.schedule import STREAM_INTERVAL
 
     sched = generate(parse_kinds("all"), seed=7, time_limit=60)
@@ -98,6 +99,18 @@ def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
     # Two consecutive events arm every moment: one firing pair covers the whole cycle.
     for a, b in itertools.pairwise(crashes):
         assert set(a.params["moments"]) | set(b.params["moments"]) == set(MOMENTS)
+    # Most events fail one transaction with an abortable error before EndTxn (the abort
+    # path is exercised by default) and kills at the others; over the run, every moment is
+    # also a kill, and the aborts come at more than one moment.
+    aborts, kills = set(), set()
+    for e in crashes:
+        acts = dict(zip(e.params["moments"], e.params["actions"], strict=True))
+        assert list(acts.values()).count("abort") <= 1, acts
+        aborts |= {at for at, act in acts.items() if act == "abort"}
+        kills |= {at for at, act in acts.items() if act == "kill"}
+    assert aborts <= set(ABORT_MOMENTS) and len(aborts) >= 2
+    assert sum("abort" in e.params["actions"] for e in crashes) >= len(crashes) // 2 + 1
+    assert kills == set(MOMENTS)
     serial = [e for e in sched.events if e.kind != "crash-clients"]
     assert serial and all(a.at + a.duration <= b.at for a, b in itertools.pairwise(serial))
     assert [e.at for e in sched.events] == sorted(e.at for e in sched.events)

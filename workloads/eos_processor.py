@@ -70,7 +70,20 @@ class _NoRecorder:
 
 
 class DeliberateAbort(Exception):
-    """The seeded RNG chose to abort this transaction (exercises the abort and rewind path)."""
+    """This transaction is aborted on purpose: the seeded RNG chose it (abort probability),
+    or a nemesis armed an abortable failure at a protocol moment. Either way the client
+    takes the path a real abortable error takes: abort, read the inputs again, go on."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.info = {
+            "stage": "deliberate-abort",
+            "code": code,
+            "message": message,
+            "fatal": False,
+            "abortable": True,
+            "retriable": False,
+        }
 
 
 class Processor:
@@ -146,6 +159,8 @@ class Processor:
         tmp.write_text(json.dumps(fired))
         tmp.replace(fired_path(self.cfg.history_path))
         warn(f"instance {self.cfg.instance}: armed {armed['action']} at {at} of txn {self.seq}")
+        if armed["action"] == "abort":
+            raise DeliberateAbort("INJECTED_ABORT", f"an abortable failure armed at {at}")
         sig = signal.SIGKILL if armed["action"] == "kill" else signal.SIGSTOP
         if at == "during-commit":
             delay = float(armed.get("delay_ms", 0)) / 1000
@@ -375,7 +390,9 @@ class Processor:
                 self._hook("after-commit")
             else:
                 if cfg.abort_probability and self.rng.random() < cfg.abort_probability:
-                    raise DeliberateAbort()
+                    raise DeliberateAbort(
+                        "DELIBERATE_ABORT", "aborted on purpose (abort probability)"
+                    )
                 if cfg.variant != "offsets-outside-txn":
                     stage = "send-offsets"
                     self.delay()
@@ -395,18 +412,8 @@ class Processor:
                     stage = "commit-offsets"
                     self.delay()
                     self._commit_offsets(positions)
-        except DeliberateAbort:
-            self._failed_txn(
-                result,
-                {
-                    "stage": "deliberate-abort",
-                    "code": "DELIBERATE_ABORT",
-                    "message": "aborted on purpose (abort probability)",
-                    "fatal": False,
-                    "abortable": True,
-                    "retriable": False,
-                },
-            )
+        except DeliberateAbort as exc:
+            self._failed_txn(result, exc.info)
             return
         except ClientError as exc:
             self._failed_txn(result, exc.info)

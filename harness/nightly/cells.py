@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.nightly.scenarios import Cell
 from harness.storefiles import read_json_dict
+from history.schema import is_nemesis
 
 #: Anomaly types that speak about liveness, not safety: they never make a "new safety" failure.
 LIVENESS_TYPES = frozenset({"progress", "unseen", "stuck", "drain-timeout"})
@@ -119,7 +120,7 @@ def recovery_seconds(history: Path) -> list[float]:
         return []
     with open(history, encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            if '"nemesis"' not in line and '"txn"' not in line:
+            if '"nemesis' not in line and '"txn"' not in line:
                 continue
             try:
                 op = json.loads(line)
@@ -127,7 +128,7 @@ def recovery_seconds(history: Path) -> list[float]:
                 continue
             if op.get("type") != "ok" or "time" not in op:
                 continue
-            if op.get("process") == "nemesis" and op.get("f") == "start":
+            if is_nemesis(op.get("process")) and op.get("f") == "start":
                 starts.append(op["time"])
             elif op.get("f") == "txn" and isinstance(op.get("process"), int):
                 value = op.get("value") or {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.storefiles import read_json_dict
-from history import iter_history
+from history import is_nemesis, iter_history
 from workloads.spec import Figures
 
 
@@ -153,7 +153,7 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
                 vals = set(_values_in(inv)) | set(_values_in(op))
                 for v in vals & wanted:
                     data.journeys.setdefault(v, []).append(_step(v, inv, op, data.t0))
-        if proc == "nemesis" and kind == "ok":
+        if is_nemesis(proc) and kind == "ok":
             value = op.get("value") or {}
             if f == "start":
                 fault = Fault(

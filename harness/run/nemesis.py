@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from common.errors import HarnessError
 from nemeses import schedule as schedules
 from nemeses.engine import Nemesis as Engine
-from nemeses.kinds import parse_kinds, skipped_by_all
+from nemeses.kinds import KINDS, parse_kinds, skipped_by_all
 from nemeses.recipes import recipe
 from nemeses.targets import FaultContext
 
@@ -71,6 +71,7 @@ class ScheduledNemesis:
         self.options = options
         self.engine: Engine | None = None
         self.recorder: Any = None
+        self.stream_recorder: Any = None
         self.schedule: schedules.Schedule | None = None
 
     def start(self, ctx: RunContext) -> None:
@@ -82,7 +83,14 @@ class ScheduledNemesis:
             hooks=bool(getattr(clients, "hooks", False)),
         )
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
-        self.engine = Engine(FaultContext(ctx.cluster, clients), self.schedule, self.recorder)
+        if any(KINDS[e.kind].stream for e in self.schedule.events):
+            self.stream_recorder = ctx.recorder("nemesis-clients", {})
+        self.engine = Engine(
+            FaultContext(ctx.cluster, clients),
+            self.schedule,
+            self.recorder,
+            stream_recorder=self.stream_recorder,
+        )
         self.save(ctx.run_dir)
         self.engine.start()
 
@@ -95,9 +103,10 @@ class ScheduledNemesis:
         if self.engine is not None:
             self.engine.heal_all()
             self.save(ctx.run_dir)
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
+        for rec in (self.recorder, self.stream_recorder):
+            if rec is not None:
+                rec.close()
+        self.recorder = self.stream_recorder = None
 
     def current(self) -> list[str]:
         return self.engine.current_faults() if self.engine else []

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from history.schema import is_nemesis
+
 #: Supervisor ops that start / end a client process (eos processors, queue clients).
 _SPAWN = "spawn"
 _EXITS = ("processor-exit", "exit")
@@ -114,7 +116,7 @@ class RunWatcher:
         if op["type"] != "invoke":
             self._ops += 1
         process, f, value = op.get("process"), op.get("f"), op.get("value")
-        if process == "nemesis" and isinstance(value, dict):
+        if is_nemesis(process) and isinstance(value, dict):
             # A stop op names the kind and targets of the fault it ends, not its plan.
             key = (value.get("kind"), json.dumps(value.get("targets"), sort_keys=True))
             if f == "start" and op["type"] == "ok":

@@ -2,6 +2,7 @@ package kafkaharness;
 
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
@@ -53,6 +54,24 @@ final class Clients {
             super(reason);
             this.code = code;
             this.reason = reason;
+        }
+    }
+
+    /** Leave the group (revocation is recorded) and drop the producer without waiting long. */
+    static void close(KafkaConsumer<?, ?> consumer, KafkaProducer<?, ?> producer, String who) {
+        if (consumer != null) {
+            try {
+                consumer.close(Duration.ofSeconds(5));
+            } catch (RuntimeException e) {
+                warn(who + ": consumer close failed: " + e);
+            }
+        }
+        if (producer != null) {
+            try {
+                producer.close(Duration.ofSeconds(1));
+            } catch (RuntimeException e) {
+                warn(who + ": producer close failed: " + e);
+            }
         }
     }
 

@@ -84,8 +84,7 @@ public final class EosProcessor {
     private final Map<String, Object> hook;
     private final Random rng;
     /** {@code --txn-delay-ms}: a seeded pause of up to this many ms between a transaction's operations. */
-    private final long txnDelayMs;
-    private final Random delayRng;
+    private final TxnDelay txnDelay;
     private final History rec;
     private final ArmFile armFile;
     private final long parent;
@@ -129,8 +128,8 @@ public final class EosProcessor {
         callTimeoutMs = (long) (cfg.number("call_timeout_s", 30.0) * 1000);
         hook = cfg.objOrNull("hook");
         rng = new Random(cfg.integer("seed", 0));
-        txnDelayMs = cfg.integer("txn_delay_ms", 0);
-        delayRng = new Random(("txn-delay:" + cfg.integer("seed", 0)).hashCode());
+        txnDelay = new TxnDelay(cfg.integer("txn_delay_ms", 0),
+                "txn-delay:" + cfg.integer("seed", 0));
         armFile = new ArmFile(cfg.str("history_path"));
         parent = Clients.parentPid();
         rec = !cfg.bool("record_history", true) ? History.disabled(instance)
@@ -157,7 +156,7 @@ public final class EosProcessor {
 
     /** Act at the moment a nemesis armed: say where (the fired file), then act. */
     @SuppressWarnings("unchecked")
-    private void fireArmed(String point) {
+    private void fireArmed(String point) throws DeliberateAbort {
         Object change = armFile.changed();
         if (change == ArmFile.DISARMED) {
             armed = null;
@@ -177,6 +176,9 @@ public final class EosProcessor {
         armFile.writeFired(Json.obj("at", at, "action", action, "txn", seq,
                 "pid", ProcessHandle.current().pid()));
         Clients.warn("instance " + instance + ": armed " + action + " at " + at + " of txn " + seq);
+        if (action.equals("abort")) {
+            throw new DeliberateAbort("INJECTED_ABORT", "an abortable failure armed at " + at);
+        }
         String sig = action.equals("kill") ? "KILL" : "STOP";
         if (at.equals("during-commit")) {
             long delayMs = delay instanceof Number ? ((Number) delay).longValue() : 0;
@@ -191,19 +193,7 @@ public final class EosProcessor {
         }
     }
 
-    /** The pause of {@code --txn-delay-ms} (Jepsen's recipe for KAFKA-17754): a fault, not a wait. */
-    private void delay() {
-        if (txnDelayMs <= 0) {
-            return;
-        }
-        try {
-            Thread.sleep((long) (delayRng.nextDouble() * txnDelayMs));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private void hook(String point) {
+    private void hook(String point) throws DeliberateAbort {
         fireArmed(point);
         // The zombie stops where a GC pause hurts most: outputs produced, offsets not yet sent.
         if (zombieRequested && (point.equals("before-offsets") || point.equals("before-commit"))) {
@@ -316,7 +306,7 @@ public final class EosProcessor {
                 : "classic");
         Map<String, Object> userSettings = cfg.objOrNull("client_config");
         value.put("client_config", userSettings == null ? Json.obj() : userSettings);
-        value.put("txn_delay_ms", txnDelayMs);
+        value.put("txn_delay_ms", txnDelay.maxMs());
         rec.invoke("start", value);
         makeClients();
         if (transactional) {
@@ -379,7 +369,19 @@ public final class EosProcessor {
         process(batch, cgmd, records.partitions());
     }
 
-    private static final class DeliberateAbort extends Exception {}
+    /**
+     * This transaction is aborted on purpose: the seeded RNG chose it (abort probability), or a
+     * nemesis armed an abortable failure at a protocol moment. Either way the processor takes
+     * the path of a real abortable error: abort, read the inputs again, go on.
+     */
+    private static final class DeliberateAbort extends Exception {
+        final String code;
+
+        DeliberateAbort(String code, String message) {
+            super(message, null, false, false);
+            this.code = code;
+        }
+    }
 
     private static byte[] utf8(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
@@ -418,7 +420,7 @@ public final class EosProcessor {
             List<Future<RecordMetadata>> sent = new ArrayList<>(batch.size());
             for (int i = 0; i < batch.size(); i++) {
                 if (i > 0) {
-                    delay();
+                    txnDelay.pause();
                 }
                 ConsumerRecord<byte[], byte[]> m = batch.get(i);
                 String in = m.value() == null ? "" : new String(m.value(), StandardCharsets.UTF_8);
@@ -448,38 +450,39 @@ public final class EosProcessor {
             result.put("offsets", offsets);
             if (variant.equals("at-least-once")) {
                 stage = "commit-offsets";
-                delay();
+                txnDelay.pause();
                 hook("before-offsets");
                 hook("before-commit"); // its offset commit is its only commit step
                 commitOffsets(positions);
                 hook("after-commit");
             } else {
                 if (abortProbability > 0 && rng.nextDouble() < abortProbability) {
-                    throw new DeliberateAbort();
+                    throw new DeliberateAbort("DELIBERATE_ABORT",
+                            "aborted on purpose (abort probability)");
                 }
                 if (!variant.equals("offsets-outside-txn")) {
                     stage = "send-offsets";
-                    delay();
+                    txnDelay.pause();
                     hook("before-offsets");
                     calls.run("send-offsets",
                             () -> producer.sendOffsetsToTransaction(positions, cgmd));
                 }
                 stage = "commit";
-                delay();
+                txnDelay.pause();
                 hook("before-commit");
                 calls.run("commit", producer::commitTransaction);
                 hook("after-commit");
                 if (variant.equals("offsets-outside-txn")) {
                     stage = "commit-offsets";
-                    delay();
+                    txnDelay.pause();
                     commitOffsets(positions);
                 }
             }
         } catch (DeliberateAbort e) {
             failedTxn(result, Json.obj(
                     "stage", "deliberate-abort",
-                    "code", "DELIBERATE_ABORT",
-                    "message", "aborted on purpose (abort probability)",
+                    "code", e.code,
+                    "message", e.getMessage(),
                     "fatal", false,
                     "abortable", true,
                     "retriable", false));
@@ -639,22 +642,8 @@ public final class EosProcessor {
         rec.ok("rewind", Json.obj("partitions", parts, "offsets", pairs));
     }
 
-    /** Leave the group (revocation is recorded) and drop the producer without waiting long. */
     private void close() {
-        if (consumer != null) {
-            try {
-                consumer.close(Duration.ofSeconds(5));
-            } catch (RuntimeException e) {
-                Clients.warn("instance " + instance + ": consumer close failed: " + e);
-            }
-        }
-        if (producer != null) {
-            try {
-                producer.close(Duration.ofSeconds(1));
-            } catch (RuntimeException e) {
-                Clients.warn("instance " + instance + ": producer close failed: " + e);
-            }
-        }
+        Clients.close(consumer, producer, "instance " + instance);
     }
 
     public static void main(String[] args) {

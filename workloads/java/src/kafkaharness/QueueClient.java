@@ -73,8 +73,7 @@ public final class QueueClient {
     private final String transactionalId;
     private final Random rng;
     /** {@code --txn-delay-ms}: a seeded pause of up to this many ms between an op's steps. */
-    private final long txnDelayMs;
-    private final Random delayRng;
+    private final TxnDelay txnDelay;
     private final History rec;
     private final long parent;
     private final long endNs;
@@ -113,8 +112,8 @@ public final class QueueClient {
             throw new IllegalArgumentException("transactions need a transactional_id");
         }
         rng = new Random(("queue:" + cfg.integer("seed", 0) + ":" + process).hashCode());
-        txnDelayMs = cfg.integer("txn_delay_ms", 0);
-        delayRng = new Random(("txn-delay:" + cfg.integer("seed", 0) + ":" + process).hashCode());
+        txnDelay = new TxnDelay(cfg.integer("txn_delay_ms", 0),
+                "txn-delay:" + cfg.integer("seed", 0) + ":" + process);
         parent = Clients.parentPid();
         long started = System.nanoTime();
         long end = started + (long) (cfg.number("time_limit", 30.0) * 1e9);
@@ -165,20 +164,7 @@ public final class QueueClient {
     }
 
     private void close() {
-        if (consumer != null) {
-            try {
-                consumer.close(Duration.ofSeconds(5));
-            } catch (RuntimeException e) {
-                Clients.warn("process " + process + ": consumer close failed: " + e);
-            }
-        }
-        if (producer != null) {
-            try {
-                producer.close(Duration.ofSeconds(1));
-            } catch (RuntimeException e) {
-                Clients.warn("process " + process + ": producer close failed: " + e);
-            }
-        }
+        Clients.close(consumer, producer, "process " + process);
     }
 
     // --- the generator --------------------------------------------------------------------
@@ -409,23 +395,11 @@ public final class QueueClient {
     /** Execute micro-ops in order, writing each completed form into {@code done} as it runs,
      * so an op that fails half-way still records what it did (Jepsen's mutable value). */
     @SuppressWarnings("unchecked")
-    /** The pause of {@code --txn-delay-ms} (Jepsen's recipe for KAFKA-17754): a fault, not a wait. */
-    private void delay() {
-        if (txnDelayMs <= 0) {
-            return;
-        }
-        try {
-            Thread.sleep((long) (delayRng.nextDouble() * txnDelayMs));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
     private void runMops(List<Object> mops, List<Object> done, Map<Integer, Long> first)
             throws ClientError {
         for (int i = 0; i < mops.size(); i++) {
             if (i > 0) {
-                delay();
+                txnDelay.pause();
             }
             List<Object> mop = (List<Object>) mops.get(i);
             if (mop.get(0).equals("send")) {
@@ -522,7 +496,7 @@ public final class QueueClient {
             Map<Integer, Long> last = lastOffsets(done);
             if (!last.isEmpty()) {
                 Map<TopicPartition, OffsetAndMetadata> positions = positions(last);
-                delay();
+                txnDelay.pause();
                 calls.run("send-offsets", () -> producer.sendOffsetsToTransaction(positions,
                         consumer.groupMetadata()));
             }
@@ -536,7 +510,7 @@ public final class QueueClient {
                     "message", "aborted on purpose"), false);
             return;
         }
-        delay();
+        txnDelay.pause();
         try {
             calls.run("commit", producer::commitTransaction);
         } catch (ClientError e) {
