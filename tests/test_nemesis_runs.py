@@ -246,16 +246,18 @@ def test_crash_clients_kills_processors_at_their_moments(
         assert result.summary["duplicates"] > 0, result.summary
 
 
-@pytest.mark.parametrize("variant", ["eos", "no-rewind"])
+@pytest.mark.parametrize(
+    ("variant", "client"), [("eos", "python"), ("no-rewind", "python"), ("no-rewind", "java")]
+)
 def test_crash_clients_abort_runs_the_abort_path_at_its_moment(
-    variant: str, kafka_cluster, harness_store: Path, tmp_path: Path
+    variant: str, client: str, kafka_cluster, harness_store: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     """An armed abortable failure fails exactly the transaction it was aimed at, the instance
     lives on; the correct client aborts and rewinds (nothing missing), the client that skips
-    the rewind loses the aborted inputs."""
+    the rewind loses the aborted inputs (both clients)."""
     params = {"pick": 0, "delay_ms": 0, "moments": ["after-flush"], "actions": ["abort"]}
     sched = _write_schedule(tmp_path / "s.json", [Event(3.0, "crash-clients", params, 8.0)], 20)
-    options = _options(f"abort-{variant}", 20.0, variant=variant)
+    options = _options(f"abort-{variant}-{client}", 20.0, variant=variant, client=client)
     options.replay = sched
     result = _run(kafka_cluster, harness_store, options)
     ops = load_history(result.history)
