@@ -109,21 +109,23 @@ def _checked(args: argparse.Namespace, variants: list[str]) -> RunOptions:
 
 @contextlib.contextmanager
 def _shared(args: argparse.Namespace, root: Path, options: RunOptions) -> Iterator[Any]:
-    """One cluster (shaped as ``options`` says) and one Spark session for the whole campaign
-    (or neither)."""
-    if not args.shared_cluster:
-        yield None
-        return
+    """One Spark session for the whole campaign, which every run's check reuses (the JVM's
+    start and warm-up are paid once, not once per run), and with ``--shared-cluster`` one
+    cluster shaped as ``options`` says."""
     from checkers.spark import start_spark, stop_spark
-    from harness.run.runner import cluster_config_of
-    from harness.substrate.process.cluster import Cluster
 
-    with Cluster(cluster_config_of(options, root)) as cluster:
-        start_spark()
-        try:
+    start_spark()
+    try:
+        if not args.shared_cluster:
+            yield None
+            return
+        from harness.run.runner import cluster_config_of
+        from harness.substrate.process.cluster import Cluster
+
+        with Cluster(cluster_config_of(options, root)) as cluster:
             yield cluster
-        finally:
-            stop_spark()
+    finally:
+        stop_spark()
 
 
 def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed: int) -> dict:
