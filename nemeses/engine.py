@@ -150,6 +150,7 @@ class Nemesis:
         entry = {
             **value,
             "started_at": round(started, 3),
+            "start_took": round(self.elapsed() - started, 3),
             "targets": details.get("targets"),
             "why": details.get("why"),
             "duration": event.duration,
@@ -160,6 +161,7 @@ class Nemesis:
 
     def _finish(self, event: Event, details: dict[str, Any]) -> None:
         kind = KINDS[event.kind]
+        stopping = self.elapsed()
         value = {"kind": event.kind, "targets": details.get("targets")}
         self._record(event, "invoke", "stop", value)
         result: dict[str, Any] = {}
@@ -175,6 +177,9 @@ class Nemesis:
             self.active = [(e, d) for e, d in self.active if d is not details]
         entry = self._entries.pop(id(details), None)
         if entry is not None:
+            # When the undo began (the engine's timing) and when it was verified done (the
+            # fault's own: a resumed broker may take seconds to answer on a loaded machine).
+            entry["stopping_at"] = round(stopping, 3)
             entry["stopped_at"] = round(self.elapsed(), 3)
             if result.get("hit") is not None:  # which armed moments fired (crash-clients)
                 entry["hit"] = result["hit"]

@@ -119,11 +119,12 @@ def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: 
     ea = json.loads((a.run_dir / "schedule.json").read_text())["executed"]
     eb = json.loads((b.run_dir / "schedule.json").read_text())["executed"]
     assert [(e["kind"], e["params"]) for e in ea] == [(e["kind"], e["params"]) for e in eb]
-    # Same plan; the start and stop of each fault within 2 s of the original (1 s held on an
-    # idle machine, 1.17 s was seen with two clusters and a campaign sharing 2 cores).
-    for x, y in zip(ea, eb, strict=True):
-        assert abs(x["started_at"] - y["started_at"]) < 2.0
-        assert abs(x["stopped_at"] - y["stopped_at"]) < 2.0
+    # Same plan, acted on at the planned times in both runs: every start and every undo of a
+    # fault begins within 1 s of its planned time, or of the end of the action before it
+    # when that one overran (a resumed broker may take seconds to answer on a loaded
+    # machine, and one lane acts one fault at a time).
+    for executed in (ea, eb):
+        _assert_on_time(executed, limit=30.0, slack=1.0)
     for r in (a, b):
         assert r.summary["duplicates"] == r.summary["missing"] == 0, r.summary
 
@@ -206,6 +207,23 @@ def test_ctrl_c_during_a_partition_and_a_pause_leaves_nothing(tmp_path: Path) ->
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [line for line in ns.splitlines() if line.startswith(f"kh{slot}n")]
     assert "Traceback" not in proc.stderr.read()
+
+
+def _assert_on_time(executed: list[dict[str, Any]], limit: float, slack: float) -> None:
+    """Each action of one lane (a fault's start, its undo) begins within ``slack`` s of
+    max(its planned time, the end of the lane's previous action). Undos planned at or after
+    the time limit are the end-of-run heal's, not the schedule's, and are not timed."""
+    actions = []
+    for e in executed:
+        actions.append((e["started_at"], e["planned_at"], e["started_at"] + e["start_took"]))
+        planned_stop = e["planned_at"] + e["duration"]
+        if "stopping_at" in e and e["duration"] > 0 and planned_stop < limit:
+            actions.append((e["stopping_at"], planned_stop, e["stopped_at"]))
+    actions.sort()
+    free = 0.0
+    for begin, planned, end in actions:
+        assert begin <= max(planned, free) + slack, (begin, planned, free, executed)
+        free = max(free, end)
 
 
 def _nemesis_ops(ops: list[dict[str, Any]], f: str) -> list[dict[str, Any]]:
