@@ -24,7 +24,7 @@ log = logging.getLogger("nemeses")
 
 
 class Nemesis:
-    """``start()`` runs the schedule in a thread; ``stop()`` ends it and heals everything."""
+    """``start()`` runs the schedule in its threads; ``stop()`` ends them and heals everything."""
 
     def __init__(
         self,
