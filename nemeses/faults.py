@@ -396,11 +396,10 @@ def crash_actions(moments: list[str], n: int) -> list[str]:
     turn). A client whose abort path is wrong (it does not read the aborted inputs again) is
     only exposed by an abort, and by default nothing else makes a processor abort while it
     keeps its partitions."""
-    early: list[int | None] = [j for j, at in enumerate(moments) if at in ABORT_MOMENTS]
-    if len(early) == 1:
-        early.append(None)
+    early = [j for j, at in enumerate(moments) if at in ABORT_MOMENTS]
+    turns: list[int | None] = early if len(early) != 1 else [*early, None]
     actions = ["kill"] * len(moments)
-    pick = early[(n // 2) % len(early)] if early else None
+    pick = turns[(n // 2) % len(turns)] if turns else None
     if pick is not None:
         actions[pick] = "abort"
     return actions
@@ -454,11 +453,11 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     moments = list(params["moments"])
     actions = list(params.get("actions") or ["kill"] * len(moments))
     armed: dict[str, str] = {}
-    acts: dict[str, str] = {}
+    why: list[str] = []
     for instance, at, action in zip(rotated, moments, actions, strict=False):
         if _arm(ctx, instance, at, action, int(params.get("delay_ms", 0))):
             armed[str(instance)] = at
-            acts[str(instance)] = action
+            why.append(f"{action} at {at} (instance {instance})")
     if not armed:
         # Not an error: a failed start heals the cluster, which would cut short a broker
         # fault of the other stream. Every processor is starting (after the last crash).
@@ -467,9 +466,8 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         "targets": sorted(int(i) for i in armed),
         "mode": "armed",
         "armed": armed,
-        "actions": acts,
         "pids": {str(i): pids[int(i)] for i in armed},
-        "why": ", ".join(f"{acts[i]} at {at} (instance {i})" for i, at in armed.items()),
+        "why": ", ".join(why),
     }
 
 

@@ -69,14 +69,13 @@ class _NoRecorder:
     invoke = ok = fail = info = record = close = _noop
 
 
-class DeliberateAbort(Exception):
+def deliberate_abort(code: str, message: str) -> ClientError:
     """This transaction is aborted on purpose: the seeded RNG chose it (abort probability),
-    or a nemesis armed an abortable failure at a protocol moment. Either way the client
-    takes the path a real abortable error takes: abort, read the inputs again, go on."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.info = {
+    or a nemesis armed an abortable failure at a protocol moment. Either way it is an
+    abortable client error, and the client takes that path: abort, read the inputs again,
+    go on."""
+    return ClientError(
+        {
             "stage": "deliberate-abort",
             "code": code,
             "message": message,
@@ -84,6 +83,7 @@ class DeliberateAbort(Exception):
             "abortable": True,
             "retriable": False,
         }
+    )
 
 
 class Processor:
@@ -160,7 +160,7 @@ class Processor:
         tmp.replace(fired_path(self.cfg.history_path))
         warn(f"instance {self.cfg.instance}: armed {armed['action']} at {at} of txn {self.seq}")
         if armed["action"] == "abort":
-            raise DeliberateAbort("INJECTED_ABORT", f"an abortable failure armed at {at}")
+            raise deliberate_abort("INJECTED_ABORT", f"an abortable failure armed at {at}")
         sig = signal.SIGKILL if armed["action"] == "kill" else signal.SIGSTOP
         if at == "during-commit":
             delay = float(armed.get("delay_ms", 0)) / 1000
@@ -390,7 +390,7 @@ class Processor:
                 self._hook("after-commit")
             else:
                 if cfg.abort_probability and self.rng.random() < cfg.abort_probability:
-                    raise DeliberateAbort(
+                    raise deliberate_abort(
                         "DELIBERATE_ABORT", "aborted on purpose (abort probability)"
                     )
                 if cfg.variant != "offsets-outside-txn":
@@ -412,9 +412,6 @@ class Processor:
                     stage = "commit-offsets"
                     self.delay()
                     self._commit_offsets(positions)
-        except DeliberateAbort as exc:
-            self._failed_txn(result, exc.info)
-            return
         except ClientError as exc:
             self._failed_txn(result, exc.info)
             return

@@ -156,7 +156,7 @@ public final class EosProcessor {
 
     /** Act at the moment a nemesis armed: say where (the fired file), then act. */
     @SuppressWarnings("unchecked")
-    private void fireArmed(String point) throws DeliberateAbort {
+    private void fireArmed(String point) throws ClientError {
         Object change = armFile.changed();
         if (change == ArmFile.DISARMED) {
             armed = null;
@@ -177,7 +177,7 @@ public final class EosProcessor {
                 "pid", ProcessHandle.current().pid()));
         Clients.warn("instance " + instance + ": armed " + action + " at " + at + " of txn " + seq);
         if (action.equals("abort")) {
-            throw new DeliberateAbort("INJECTED_ABORT", "an abortable failure armed at " + at);
+            throw deliberateAbort("INJECTED_ABORT", "an abortable failure armed at " + at);
         }
         String sig = action.equals("kill") ? "KILL" : "STOP";
         if (at.equals("during-commit")) {
@@ -193,7 +193,7 @@ public final class EosProcessor {
         }
     }
 
-    private void hook(String point) throws DeliberateAbort {
+    private void hook(String point) throws ClientError {
         fireArmed(point);
         // The zombie stops where a GC pause hurts most: outputs produced, offsets not yet sent.
         if (zombieRequested && (point.equals("before-offsets") || point.equals("before-commit"))) {
@@ -371,16 +371,17 @@ public final class EosProcessor {
 
     /**
      * This transaction is aborted on purpose: the seeded RNG chose it (abort probability), or a
-     * nemesis armed an abortable failure at a protocol moment. Either way the processor takes
-     * the path of a real abortable error: abort, read the inputs again, go on.
+     * nemesis armed an abortable failure at a protocol moment. Either way it is an abortable
+     * client error, and the processor takes that path: abort, read the inputs again, go on.
      */
-    private static final class DeliberateAbort extends Exception {
-        final String code;
-
-        DeliberateAbort(String code, String message) {
-            super(message, null, false, false);
-            this.code = code;
-        }
+    private static ClientError deliberateAbort(String code, String message) {
+        return new ClientError(Json.obj(
+                "stage", "deliberate-abort",
+                "code", code,
+                "message", message,
+                "fatal", false,
+                "abortable", true,
+                "retriable", false));
     }
 
     private static byte[] utf8(String s) {
@@ -457,7 +458,7 @@ public final class EosProcessor {
                 hook("after-commit");
             } else {
                 if (abortProbability > 0 && rng.nextDouble() < abortProbability) {
-                    throw new DeliberateAbort("DELIBERATE_ABORT",
+                    throw deliberateAbort("DELIBERATE_ABORT",
                             "aborted on purpose (abort probability)");
                 }
                 if (!variant.equals("offsets-outside-txn")) {
@@ -478,15 +479,6 @@ public final class EosProcessor {
                     commitOffsets(positions);
                 }
             }
-        } catch (DeliberateAbort e) {
-            failedTxn(result, Json.obj(
-                    "stage", "deliberate-abort",
-                    "code", e.code,
-                    "message", e.getMessage(),
-                    "fatal", false,
-                    "abortable", true,
-                    "retriable", false));
-            return;
         } catch (ClientError e) {
             failedTxn(result, e.info);
             return;
