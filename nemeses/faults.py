@@ -180,6 +180,83 @@ def late_request_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, A
     return {"targets": [target], "why": why, "toxic": name, "delay_ms": delay}
 
 
+#: Kafka API keys ``late-endtxn`` holds or waits for.
+END_TXN_API_KEY = 26
+#: The first request of a producer's next transaction: AddPartitionsToTxn (transaction
+#: versions 0/1), or Produce (version 2 adds partitions implicitly).
+NEXT_TXN_API_KEYS = (24, 0)
+
+
+def late_endtxn_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
+    return {
+        "pick": rng.randrange(1 << 30),
+        "end_txn": "commit" if rng.random() < 0.75 else "abort",
+        "release_delay_ms": rng.randrange(20, 200),
+    }
+
+
+def late_endtxn_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Withhold one processor's next EndTxn and deliver it after its next transaction began.
+
+    The toxic on the processor's transaction coordinator's proxy drops the connection the
+    EndTxn came on (the client retries it at once, and that retry goes through), keeps the
+    request's bytes, and writes them to the broker ``release_delay_ms`` after the same
+    transactional id's next AddPartitionsToTxn: KAFKA-17754's "delayed EndTxn" on purpose.
+    A transaction protocol that tells transactions apart (KIP-890's version 2 bumps the
+    epoch at every EndTxn) refuses the late request; one that does not applies it to the
+    transaction under way.
+    """
+    instance, _pid = _processor(ctx, params)
+    assert ctx.clients is not None
+    tid = ctx.clients.transactional_ids().get(instance)
+    if tid is None:
+        raise FaultError(f"processor instance {instance} has no transactional id yet")
+    node = ctx.cluster.txn_coordinator(tid)
+    if node is None:
+        raise FaultError(f"no transaction coordinator known for {tid}")
+    arm = ctx.cluster.hold_request(
+        node,
+        api_key=END_TXN_API_KEY,
+        transactional_id=tid,
+        end_txn=params["end_txn"],
+        release_on_api_keys=list(NEXT_TXN_API_KEYS),
+        release_delay_ms=int(params["release_delay_ms"]),
+        max_hold_ms=int(params.get("max_hold_ms", 60000)),
+    )
+    return {
+        "targets": [node],
+        "processor": instance,
+        "transactional_id": tid,
+        "arm": arm,
+        "why": f"hold the next EndTxn({params['end_txn']}) of {tid} at its txn coordinator "
+        f"{node}; deliver it {params['release_delay_ms']} ms after its next transaction's "
+        "first AddPartitionsToTxn or Produce",
+    }
+
+
+def late_endtxn_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
+    events = ctx.cluster.release_held(details["targets"][0], details["arm"])
+    held = [
+        {
+            k: e.get(k)
+            for k in (
+                "correlation_id",
+                "producer_id",
+                "producer_epoch",
+                "committed",
+                "held_at_ms",
+                "trigger",
+                "trigger_at_ms",
+                "released_at_ms",
+                "error_code",
+                "failure",
+            )
+        }
+        for e in events
+    ]
+    return {"held": held, "late_delivered": sum(1 for e in events if e.get("released_at_ms"))}
+
+
 # --- broker processes ------------------------------------------------------------------
 
 

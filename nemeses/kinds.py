@@ -34,6 +34,9 @@ class FaultKind:
     zombie: bool = False  # duration must exceed the processors' session timeout
     needs_hooks: bool = False  # processors must be able to act at a protocol moment
     stream: bool = False  # a steady stream beside the other faults (see schedule.generate)
+    #: Aimed at a known Kafka bug: ``all`` leaves it out (a correct client would be judged
+    #: by Kafka's bug, not its own conduct); name it, or use a recipe that does.
+    bug_probe: bool = False
     description: str = ""
 
 
@@ -92,6 +95,17 @@ KINDS: dict[str, FaultKind] = {
             f.toxic_stop,
             description="hold one node's client->broker path past the transaction "
             "timeout, then let it through (KIP-890 late arrival)",
+        ),
+        FaultKind(
+            "late-endtxn",
+            f.late_endtxn_params,
+            f.late_endtxn_start,
+            f.late_endtxn_stop,
+            needs_clients=True,
+            bug_probe=True,
+            description="withhold a processor's EndTxn at its coordinator's proxy (the "
+            "client retries it) and deliver the original after the next transaction began "
+            "(KAFKA-17754's delayed EndTxn)",
         ),
         FaultKind(
             "pause-processor",
@@ -169,7 +183,9 @@ def skipped_by_all(
     """The kinds ``all`` leaves out in this environment, each with the reason."""
     out = {}
     for k in KINDS.values():
-        if k.needs_netns and not netns:
+        if k.bug_probe:
+            out[k.name] = "aimed at a known Kafka bug; name it to run it"
+        elif k.needs_netns and not netns:
             out[k.name] = "partitions need network namespaces (root)"
         elif k.needs_clients and not clients:
             out[k.name] = "no workload processors"

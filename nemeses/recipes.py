@@ -50,6 +50,16 @@ RECIPES: dict[str, Recipe] = {
             ),
         ),
         Recipe(
+            name="delayed-endtxn",
+            description="KAFKA-17754's delayed EndTxn made precise: a processor's EndTxn is "
+            "withheld (the client's retry goes through) and the original delivered after its "
+            "next transaction began, every ~10 s; delays inside each transaction keep it open",
+            kinds=("late-endtxn",),
+            interval=3.0,
+            duration_range=(6.0, 10.0),
+            with_flags=("--txn-delay-ms 100",),
+        ),
+        Recipe(
             name="coordinator-pause",
             description="SIGSTOP of a processor's transaction coordinator as its EndTxn goes "
             "out (the processor is held at before-commit until the broker is stopped)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
@@ -154,3 +155,56 @@ def test_toxics_slow_and_cut_client_traffic(healthy_cluster) -> None:  # type: i
         pass
     c.proxy_up(node.node_id)
     assert round_trip() < 0.4
+
+
+def test_a_late_endtxn_commits_the_next_transaction_of_a_tv0_client(healthy_cluster) -> None:  # type: ignore[no-untyped-def]
+    """KAFKA-17754 at its smallest: the hold toxic withholds T1's EndTxn(commit), the client's
+    retry commits T1, and the original, delivered after T2 began, commits T2 before its
+    client ended it; aborting T2 then cannot take back what read_committed already sees.
+    librdkafka speaks transaction version 0, which cannot tell T1's EndTxn from T2's."""
+    from confluent_kafka import KafkaException, Producer
+
+    c = healthy_cluster
+    topic = _topic(c, 1)
+    tid = f"late-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    node = c.txn_coordinator(tid)
+    arm = c.hold_request(
+        node,
+        api_key=26,
+        transactional_id=tid,
+        end_txn="commit",
+        release_on_api_keys=[24, 0],
+        release_delay_ms=300,
+        max_hold_ms=30000,
+    )
+    producer.begin_transaction()
+    producer.produce(topic, value=b"t1", partition=0)
+    for _ in range(5):  # the held EndTxn's connection drops; the client retries it
+        try:
+            producer.commit_transaction(30)
+            break
+        except KafkaException as exc:
+            assert exc.args[0].retriable(), exc
+    producer.begin_transaction()
+    producer.produce(topic, value=b"t2", partition=0)
+    assert producer.flush(10) == 0
+    proxy = c.proxy_name(node)
+    events: list = []
+
+    def answered() -> bool:
+        events[:] = c.toxiproxy.held_events(proxy, arm)
+        return bool(events) and bool(events[0].get("answered_at_ms"))
+
+    wait_for(answered, timeout=20, what="the late EndTxn answered")
+    late = events[0]
+    assert late["committed"] is True and late["trigger"] == "api_key 24"
+    assert late["released_at_ms"] >= late["trigger_at_ms"] > late["held_at_ms"]
+    assert late["error_code"] == 0  # the coordinator applied it to T2
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(10)
+    assert read_committed(c.bootstrap, topic, 1, expect=2, timeout=20)[0] == ["t1", "t2"]
+    assert c.release_held(node, arm)[0]["released_at_ms"] == late["released_at_ms"]
+    c.heal_all()
+    assert [t["name"] for t in c.toxiproxy.toxics(proxy)] == ["kafka_hold"]

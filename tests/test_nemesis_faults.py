@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
@@ -133,7 +134,42 @@ def test_slow_and_late_request(ctx: FaultContext) -> None:
     port = _proxy_port(c, d["targets"][0])
     assert _api_versions_rtt(port) >= 1.5
     _stop(ctx, "late-request", d)
-    assert not c.toxiproxy.toxics(c.proxy_name(d["targets"][0]))
+    assert [t["name"] for t in c.toxiproxy.toxics(c.proxy_name(d["targets"][0]))] == ["kafka_hold"]
+
+
+def test_late_endtxn_delivers_the_held_commit_after_the_next_transaction_began(
+    ctx: FaultContext,
+) -> None:
+    """The fault aims at the processor's coordinator and says, from the proxy, when the
+    EndTxn was held, what released it and what the broker answered the late copy."""
+    from confluent_kafka import KafkaException, Producer
+
+    c, clients = ctx.cluster, ctx.clients
+    assert isinstance(clients, Clients)
+    tid = f"late-{uuid.uuid4().hex[:8]}"
+    clients.tids = {1: tid}
+    producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    d = _run(ctx, "late-endtxn", pick=0, end_txn="commit", release_delay_ms=200)
+    assert d["targets"] == [c.txn_coordinator(tid)] and d["transactional_id"] == tid
+    producer.begin_transaction()
+    producer.produce(clients.output_topic, value=b"t1", partition=0)
+    for _ in range(5):  # the held EndTxn's connection drops; the client retries it
+        try:
+            producer.commit_transaction(30)
+            break
+        except KafkaException as exc:
+            assert exc.args[0].retriable(), exc
+    producer.begin_transaction()
+    producer.produce(clients.output_topic, value=b"t2", partition=0)
+    assert producer.flush(10) == 0
+    healed = KINDS["late-endtxn"].stop(ctx, d)
+    assert healed["late_delivered"] == 1
+    (held,) = healed["held"]
+    assert held["committed"] is True and held["trigger"] == "api_key 24"
+    assert held["error_code"] == 0  # TV0: the coordinator took it for T2's
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(10)
 
 
 def test_broker_pause_and_kill(ctx: FaultContext) -> None:

@@ -10,6 +10,7 @@ so that several pytest-xdist workers can ask for the same version at once.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion, check_ve
 
 log = logging.getLogger("harness.kafka.install")
 
-TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2"
+# Pinned in harness/substrate/toxiproxy_server/go.mod too.
 TOXIPROXY_VERSION = "v2.5.0"
 
 # Logging bindings the release tarballs ship but the POMs leave out.
@@ -182,25 +183,38 @@ def _install_kafka(version: KafkaVersion, dest: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+TOXIPROXY_SOURCE = Path(__file__).resolve().parent.parent / "substrate" / "toxiproxy_server"
+
+
+def _toxiproxy_tag() -> str:
+    """The build's cache key: toxiproxy's version and the content of our server's sources."""
+    digest = hashlib.sha256()
+    for path in [*sorted(TOXIPROXY_SOURCE.glob("*.go")), TOXIPROXY_SOURCE / "go.mod"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"{TOXIPROXY_VERSION}-{digest.hexdigest()[:12]}"
+
+
 def _install_toxiproxy(dest_dir: Path) -> Path:
+    """Build toxiproxy's server with the harness's ``kafka_hold`` toxic registered."""
     go = _find_tool("go", "install Go 1.21+ to build toxiproxy's server")
     dest_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOBIN=str(dest_dir), CGO_ENABLED="0")
+    env = dict(os.environ, CGO_ENABLED="0")
     env.setdefault("GOFLAGS", "-mod=mod")
+    partial = dest_dir / "toxiproxy-server.partial"
     proc = subprocess.run(
-        [go, "install", f"{TOXIPROXY_MODULE}/cmd/server@{TOXIPROXY_VERSION}"],
+        [go, "build", "-o", str(partial), "."],
+        cwd=TOXIPROXY_SOURCE,
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
-    built = dest_dir / "server"
-    if proc.returncode != 0 or not built.exists():
+    if proc.returncode != 0 or not partial.exists():
         last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
         hint = " (no network?)" if re.search(r"dial|lookup|timeout|proxy", last, re.I) else ""
         raise HarnessError(f"building toxiproxy {TOXIPROXY_VERSION} with go failed{hint}: {last}")
     final = dest_dir / "toxiproxy-server"
-    built.rename(final)
+    partial.rename(final)
     return final
 
 
@@ -209,7 +223,7 @@ def kafka_home(version: str) -> Path:
 
 
 def toxiproxy_path() -> Path:
-    return cache_root() / "toxiproxy" / TOXIPROXY_VERSION / "toxiproxy-server"
+    return cache_root() / "toxiproxy" / _toxiproxy_tag() / "toxiproxy-server"
 
 
 def is_installed(version: str) -> bool:

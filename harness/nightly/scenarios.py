@@ -201,6 +201,35 @@ SCENARIOS: dict[str, Scenario] = {
             nemesis_duration=15,
             expected="invalid",
         ),
+        # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
+        # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
+        # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
+        # transaction version 2 (Java on 4.x) refuses it: the control.
+        eos(
+            "bug-delayed-endtxn-python",
+            extra=("--txn-delay-ms", "100"),
+            nemesis="delayed-endtxn",
+            time_limit=45,
+            expected="invalid",
+        ),
+        eos(
+            "bug-delayed-endtxn-java-tv0",
+            client="java",
+            extra=("--txn-delay-ms", "100"),
+            nemesis="delayed-endtxn",
+            time_limit=45,
+            tvs=(0,),
+            expected="invalid",
+        ),
+        eos(
+            "fixed-delayed-endtxn-java-tv2",
+            client="java",
+            extra=("--txn-delay-ms", "100"),
+            nemesis="delayed-endtxn",
+            time_limit=45,
+            tvs=(2,),
+            min_kafka="4.0.0",
+        ),
     )
 }
 
@@ -226,6 +255,12 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
     ),
     "broken": ("broken-read-uncommitted", "broken-at-least-once", "broken-offsets-outside-txn"),
     "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
+    # A Kafka or client release that fixes or re-breaks one shows in ``trends``.
+    "known-bugs": (
+        "bug-delayed-endtxn-python",
+        "bug-delayed-endtxn-java-tv0",
+        "fixed-delayed-endtxn-java-tv2",
+    ),
 }
 
 

@@ -530,6 +530,15 @@ class ClusterBase(Generic[N]):
     def remove_toxic(self, node_id: int, name: str) -> None:
         self._proxy().remove_toxic(self.proxy_name(node_id), name)
 
+    def hold_request(self, node_id: int, **attributes: Any) -> int:
+        """Arm the node's proxy to withhold one request and deliver it late (the arm number);
+        see harness/substrate/toxiproxy_server/kafka_hold.go for the attributes."""
+        return self._proxy().hold_request(self.proxy_name(node_id), **attributes)
+
+    def release_held(self, node_id: int, arm: int) -> list[dict[str, Any]]:
+        """Disarm; deliver what arm ``arm`` still holds; that arm's events."""
+        return self._proxy().release_held(self.proxy_name(node_id), arm)
+
     def proxy_down(self, node_id: int) -> None:
         self._proxy().set_enabled(self.proxy_name(node_id), False)
 

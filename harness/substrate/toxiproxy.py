@@ -25,7 +25,13 @@ TOXIC_TYPES = (
     "reset_peer",
     "slicer",
     "limit_data",
+    "kafka_hold",
 )
+
+#: The request-holding toxic (harness/substrate/toxiproxy_server/kafka_hold.go) every proxy
+#: carries from its creation, disarmed: it can only follow Kafka's framing on connections
+#: it has seen from their first byte.
+HOLD_TOXIC = "kafka_hold"
 
 
 def proxy_name(node_id: int) -> str:
@@ -106,6 +112,43 @@ class Toxiproxy:
             "/proxies",
             {"name": name, "listen": listen, "upstream": upstream, "enabled": True},
         )
+        self._install_hold(name, upstream)
+
+    def _install_hold(self, proxy: str, upstream: str) -> None:
+        # Added, then made ready: connections the toxic met before ``ready`` are passed
+        # through unparsed, the ones opened after it are followed frame by frame.
+        attrs = {"upstream": upstream}
+        self.add_toxic(proxy, HOLD_TOXIC, attrs, stream="upstream", name=HOLD_TOXIC)
+        self.update_toxic(proxy, HOLD_TOXIC, {"ready": True})
+
+    def update_toxic(self, proxy: str, name: str, attributes: dict[str, Any]) -> None:
+        self._request("POST", f"/proxies/{proxy}/toxics/{name}", {"attributes": attributes})
+
+    def toxic(self, proxy: str, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/proxies/{proxy}/toxics/{name}")
+
+    def hold_request(self, proxy: str, **attributes: Any) -> int:
+        """Arm the proxy's hold toxic for one more request; the arm number."""
+        arm = int(self.toxic(proxy, HOLD_TOXIC)["attributes"]["arm"]) + 1
+        self.update_toxic(proxy, HOLD_TOXIC, {**attributes, "arm": arm})
+        return arm
+
+    def release_held(self, proxy: str, arm: int, timeout: float = 40.0) -> list[dict[str, Any]]:
+        """Disarm, deliver what arm ``arm`` still holds, and return that arm's events once
+        the broker has answered every late request (or the delivery failed)."""
+        self.update_toxic(proxy, HOLD_TOXIC, {"transactional_id": "", "release": arm})
+        events: list[dict[str, Any]] = []
+
+        def answered() -> bool:
+            events[:] = self.held_events(proxy, arm)
+            return all(e.get("answered_at_ms") for e in events)
+
+        wait_for(answered, timeout=timeout, what=f"the late requests of {proxy} answered")
+        return events
+
+    def held_events(self, proxy: str, arm: int | None = None) -> list[dict[str, Any]]:
+        events = self.toxic(proxy, HOLD_TOXIC)["attributes"].get("events") or []
+        return [e for e in events if arm is None or e.get("arm") == arm]
 
     def proxies(self) -> dict[str, Any]:
         return self._request("GET", "/proxies")
@@ -147,5 +190,13 @@ class Toxiproxy:
         self._request("DELETE", f"/proxies/{proxy}/toxics/{name}")
 
     def reset(self) -> None:
-        """Remove every toxic and re-enable every proxy (toxiproxy's own /reset)."""
-        self._request("POST", "/reset")
+        """Remove every fault's toxic and re-enable every proxy; the hold toxic stays (a new
+        one could not follow the framing of the connections already open), disarmed."""
+        for name, proxy in self.proxies().items():
+            if not proxy.get("enabled", True):
+                self.set_enabled(name, True)
+            for toxic in proxy.get("toxics") or []:
+                if toxic["name"] == HOLD_TOXIC:
+                    self.update_toxic(name, HOLD_TOXIC, {"transactional_id": ""})
+                else:
+                    self.remove_toxic(name, toxic["name"])
