@@ -61,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="store")
     p.add_argument("--shared-cluster", action="store_true")
     p.add_argument("--kafka-version", default=None)
+    p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
     # The run's own cluster and eos flags, read the same way (--variants replaces --variant).
     add_shape_arguments(p)
     add_workload_flags(p, ["eos"], skip=("--variant",))
@@ -83,6 +84,7 @@ def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> 
         time_limit=args.time_limit,
         seed=seed,
         kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION,
+        transaction_version=args.transaction_version,
         store=Path(args.store),
         nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval,
