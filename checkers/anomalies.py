@@ -124,6 +124,18 @@ COMMITTED_IN_LATER_TRANSACTION: Final = _eos(
     optional=("later", "log"),
     kinds=("writer-aborted", "merged-in-log"),
 )
+#: KAFKA-17754: a stale or duplicated EndTxn of a producer's previous transaction reaches
+#: the coordinator while the next one is open; a transaction protocol that cannot tell them
+#: apart (versions 0/1) commits the open one. Its client then fails it, yet read_committed
+#: sees what it had written so far. Needs the dump: the marker's time against the failure's.
+PREMATURE_COMMIT: Final = _eos(
+    "premature-commit",
+    "a record of a failed transaction committed by a marker written before the failure",
+    "drained records",
+    ("values", "kind", "txn", "outcome", "records", "marker_ms", "failed_ms", "early_ms"),
+    optional=("log",),
+    kinds=("commit-before-failure",),
+)
 TORN_TRANSACTION: Final = _eos(
     "torn-transaction",
     "a transaction partly visible, or committed with its offsets but none of its outputs",
@@ -151,7 +163,7 @@ HANGING_TRANSACTION: Final = _eos(
 )  # fmt: skip
 #: The eos safety checks, in report order.
 EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, COMMITTED_IN_LATER_TRANSACTION,
-              TORN_TRANSACTION, ORDER, HANGING_TRANSACTION)  # fmt: skip
+              PREMATURE_COMMIT, TORN_TRANSACTION, ORDER, HANGING_TRANSACTION)  # fmt: skip
 #: Liveness, reported under ``liveness`` and never part of ``valid``.
 EOS_PROGRESS: Final = AnomalyType(
     "progress",

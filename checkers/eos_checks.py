@@ -279,10 +279,12 @@ def _with_positions(fr: EosFrames, d: DataFrame, log: EosLog | None) -> DataFram
             F.lit(None).cast("long").alias("l_pid"),
             F.lit(None).cast("string").alias("l_outcome"),
             F.lit(None).cast("long").alias("l_end"),
+            F.lit(None).cast("int").alias("l_node"),
         )
     pos = log.positions(fr.output_topic).select(
         "partition",
         "offset",
+        F.col("node").alias("l_node"),
         F.col("producerId").alias("l_pid"),
         F.col("outcome").alias("l_outcome"),
         F.col("end_marker.o").alias("l_end"),
@@ -364,6 +366,37 @@ def check_aborted_read(
     return result(fr, "aborted-read", n, made)
 
 
+def _failed_writer_records(fr: EosFrames, log: EosLog | None) -> DataFrame:
+    """The drained records with their logged position, ``_failed`` (the writer transaction
+    its headers name ended ``fail``) and ``premature``: such a record committed by a COMMIT
+    marker the broker wrote before the client recorded that failure (see
+    :func:`check_premature_commit`). Failed transactions are few (aborts): broadcast joins."""
+    failed = fr.txns.filter(F.col("done_type") == "fail").select(
+        "instance",
+        "txn_seq",
+        F.lit(True).alias("_failed"),
+        F.unix_millis(F.to_timestamp("done_wall")).alias("_failed_ms"),
+    )
+    d = fr.drain.filter(F.col("inv_index").isNotNull())
+    d = d.join(F.broadcast(failed), ["instance", "txn_seq"], "left")
+    d = _with_positions(fr, _poison_flag(fr, d), log)
+    if log is None or fr.output_topic is None:
+        return d.withColumn("premature", F.lit(False))
+    times = log.marker_times(fr.output_topic)
+    d = d.join(
+        times.select(
+            F.col("node").alias("l_node"),
+            "partition",
+            F.col("offset").alias("l_end"),
+            F.col("create_time").alias("_end_ms"),
+        ),
+        ["l_node", "partition", "l_end"],
+        "left",
+    )
+    early = (F.col("l_outcome") == "committed") & (F.col("_end_ms") < F.col("_failed_ms"))
+    return d.withColumn("premature", F.coalesce(F.col("_failed") & early, F.lit(False)))
+
+
 def check_committed_later(
     fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
 ) -> dict[str, Any]:
@@ -371,18 +404,12 @@ def check_committed_later(
 
     ``writer-aborted``: the writer transaction its headers name ended ``fail``.
     ``merged-in-log``: with a dump, the marker that committed it also committed records of a
-    writer transaction invoked later. Records aborted-read names are left to it. One window
-    over the drained records keyed by the marker that committed them finds the latest
-    writer of each logged transaction.
+    writer transaction invoked later. Records aborted-read names are left to it, and so are
+    the ones premature-commit names. One window over the drained records keyed by the marker
+    that committed them finds the latest writer of each logged transaction.
     """
     log = run_log(fr, spark, run_dir)
-    # Failed transactions are few (aborts): a broadcast join, not a shuffle of every txn.
-    failed = fr.txns.filter(F.col("done_type") == "fail").select(
-        "instance", "txn_seq", F.lit(True).alias("_failed")
-    )
-    d = fr.drain.filter(F.col("inv_index").isNotNull())
-    d = d.join(F.broadcast(failed), ["instance", "txn_seq"], "left")
-    d = _with_positions(fr, _poison_flag(fr, d), log)
+    d = _failed_writer_records(fr, log)
     writer = F.struct(
         F.col("inv_index").alias("i"), F.col("instance").alias("n"), F.col("txn_seq").alias("s")
     )
@@ -400,7 +427,7 @@ def check_committed_later(
     bad = (
         d.withColumn("kind", kind)
         .withColumn("later", F.when(later, F.col("newest")))
-        .filter(F.col("kind").isNotNull() & ~aborted_read)
+        .filter(F.col("kind").isNotNull() & ~aborted_read & ~F.col("premature"))
     )
     n = bad.count()
     rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []
@@ -434,6 +461,43 @@ def check_committed_later(
     return result(fr, "committed-in-later-transaction", n, made)
 
 
+def check_premature_commit(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, Any]:
+    """Drained records of a failed transaction that a COMMIT marker written before the
+    failure committed: a commit nobody asked for while the transaction was still open (a
+    stale EndTxn of the producer's previous transaction applied to it: KAFKA-17754). Needs
+    the dump (marker times); aborted-read's records are left to it."""
+    log = run_log(fr, spark, run_dir)
+    if log is None:
+        return result(fr, "premature-commit", 0, [])
+    d = _failed_writer_records(fr, log)
+    aborted_read = F.col("_poison") | F.coalesce(
+        F.col("l_outcome").isin("aborted", "open"), F.lit(False)
+    )
+    bad = d.filter(F.col("premature") & ~aborted_read)
+    n = bad.count()
+    rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []
+    made: list[Example] = []
+    if rows:
+        ev = log.evidence(_where(rows))
+        txns = _txns_of(fr, {(r["instance"], r["txn_seq"]) for r in rows})
+        for r in rows:
+            own = txns.get((r["instance"], r["txn_seq"]))
+            made.append(
+                X.premature_commit(
+                    r["in_value"],
+                    (r["instance"], r["txn_seq"]),
+                    r,
+                    [] if own is None else txn_idx(own),
+                    marker_ms=r["_end_ms"],
+                    failed_ms=r["_failed_ms"],
+                    log=ev.get((r["topic"], r["partition"], r["offset"])),
+                )
+            )
+    return result(fr, "premature-commit", n, made)
+
+
 def _txns_of(fr: EosFrames, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Any]:
     """The few transactions (instance, seq) an example names, as rows of the txns view."""
     if not keys:
@@ -450,6 +514,7 @@ CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]
     "zombie-write": lambda fr, n, _s, _d: check_zombie(fr, n),
     "aborted-read": check_aborted_read,
     "committed-in-later-transaction": check_committed_later,
+    "premature-commit": check_premature_commit,
     "torn-transaction": lambda fr, n, s, d: eos_rules.check_torn(
         fr, n, lambda outs: _log_at(fr, s, d, outs)
     ),

@@ -229,6 +229,7 @@ def _txns(hist: DataFrame) -> DataFrame:
         F.col("process").cast("int").alias("instance"),
         F.col("index").alias("done_index"),
         F.col("type").alias("done_type"),
+        F.col("wall").alias("done_wall"),
         F.from_json("value", _TXN_DONE).alias("d"),
     )
     done = done.select(
@@ -236,6 +237,7 @@ def _txns(hist: DataFrame) -> DataFrame:
         F.col("d.txn").alias("txn_seq"),
         "done_index",
         "done_type",
+        "done_wall",
         F.col("d.offsets").alias("txn_offsets"),
     )
     return inv.join(done, ["instance", "txn_seq"], "left")

@@ -50,6 +50,16 @@ class EosLog:
             self._positions[topic] = df
         return self._positions[topic]
 
+    def marker_times(self, topic: str) -> DataFrame:
+        """(node, partition, offset, create_time) of every marker of ``topic``: when the
+        broker wrote it, for the checks that compare it with the history's clock."""
+        from pyspark.sql import functions as F
+
+        full = self.ev.full
+        return full.filter(
+            (F.col("kind") == "data") & (F.col("topic") == topic) & F.col("isControl")
+        ).select("node", "partition", "offset", "create_time")
+
     def evidence(self, where: list[Where]) -> dict[Where, dict[str, Any]]:
         """The ``log`` evidence of each position the dump holds (absent ones are left out)."""
         from pyspark.sql import functions as F

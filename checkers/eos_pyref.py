@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 from checkers import eos_results as X
@@ -25,7 +26,7 @@ from checkers.eos_pyref_parse import EosRun, Op, Rec, TxnOp, parse_run
 from checkers.eos_results import SAFETY_CHECKS, Example, combine_eos, ident_order
 from checkers.log_pyref import log_positions, resolve_selectors
 from checkers.log_rules import Pos, position_evidence, position_selectors
-from history.logdump import LogDump, read_logdump
+from history.logdump import CTRL, OFF, ROW, LogDump, fetch_lines, read_logdump
 
 __all__ = ["SAFETY_CHECKS", "EosRun", "check_eos_py", "combine_eos", "parse_run"]
 
@@ -198,6 +199,21 @@ class RunLog:
             self._positions[topic] = log_positions(self.dump, topic)
         return self._positions[topic]
 
+    def marker_times(self, topic: str, where: set[tuple[int, int, int]]) -> dict[Any, int]:
+        """(node, partition, offset) -> create_time of those markers of ``topic`` (a second
+        pass over the dump's lines, for the few the checks ask about)."""
+        rows: dict[int, tuple[int, int, int]] = {}
+        for node, part, off in where:
+            for r in self.dump.parts.get(("data", topic, part), {}).get(node, []):
+                if r[OFF] == off and r[CTRL]:
+                    rows[r[ROW]] = (node, part, off)
+        got = fetch_lines(self.dump.path, rows)
+        return {
+            rows[n]: int(rec["create_time"])
+            for n, rec in got.items()
+            if rec.get("create_time") is not None
+        }
+
     def evidence(self, where: list[Where]) -> dict[Where, dict[str, Any]]:
         """The ``log`` evidence of each position the dump holds (absent ones are left out)."""
         found: dict[Where, Pos] = {}
@@ -276,6 +292,7 @@ def check_committed_later(run: EosRun, max_examples: int) -> dict[str, Any]:
     records of a writer transaction invoked later. Records aborted-read names are left to it.
     """
     pos = _drained_positions(run)
+    early = {id(r) for r, _ms in _premature(run)}
     # The latest writer (by txn invoke) among the drained records each COMMIT marker ended.
     newest: dict[tuple[int, int, int], tuple[int, int, int]] = {}
     for r in run.drain:
@@ -294,6 +311,8 @@ def check_committed_later(run: EosRun, max_examples: int) -> dict[str, Any]:
         p = pos.get((r.partition, r.offset))
         if p is not None and p.outcome in ("aborted", "open"):
             continue  # an aborted-read
+        if id(r) in early:
+            continue  # a premature-commit
         later = None
         if p is not None and p.outcome == "committed" and p.end_marker is not None:
             top = newest[(r.partition, p.producerId, p.end_marker[0])]
@@ -331,6 +350,62 @@ def check_committed_later(run: EosRun, max_examples: int) -> dict[str, Any]:
         )
     name = "committed-in-later-transaction"
     return X.check_result(name, len(found), cases, lambda idx: _ops(run, idx))
+
+
+def _premature(run: EosRun) -> list[tuple[Rec, tuple[int, int]]]:
+    """Drained records of a ``fail`` transaction whose COMMIT marker the broker wrote before
+    the client recorded the failure, each with (marker ms, failure ms); by output position.
+    Aborted-read's records (aborted, open or poison) are left to it."""
+    log = run_log(run)
+    pos = _drained_positions(run)
+    if log is None or run.output_topic is None:
+        return []
+    cands: list[tuple[Rec, Pos, TxnOp]] = []
+    for r in run.drain:
+        done = run.txn_done.get((r["instance"], r["txn_seq"]))
+        p = pos.get((r.partition, r.offset))
+        if done is None or done.type != "fail" or _invoke_of(run, r) is None:
+            continue
+        if p is None or p.outcome != "committed" or p.end_marker is None or _is_poison(run, r):
+            continue
+        cands.append((r, p, done))
+    if not cands:
+        return []
+    times = log.marker_times(
+        run.output_topic, {(p.node, r.partition, p.end_marker[0]) for r, p, _d in cands}
+    )
+    out = []
+    for r, p, done in cands:
+        marker_ms = times.get((p.node, r.partition, p.end_marker[0]))
+        failed_ms = _wall_ms(run.ops[done.index]["wall"])
+        if marker_ms is not None and marker_ms < failed_ms:
+            out.append((r, (marker_ms, failed_ms)))
+    return out
+
+
+def _wall_ms(wall: str) -> int:
+    return int(datetime.fromisoformat(wall).timestamp() * 1000)
+
+
+def check_premature_commit(run: EosRun, max_examples: int) -> dict[str, Any]:
+    """Drained records of a failed transaction that a COMMIT marker written before the
+    failure committed (KAFKA-17754's stale EndTxn); needs the dump."""
+    found = _premature(run)
+    top = found[:max_examples]
+    ev = _evidence(run, [r for r, _t in top])
+    cases = [
+        X.premature_commit(
+            r["in_value"],
+            (r["instance"], r["txn_seq"]),
+            r,
+            _txn_idx(run, (r["instance"], r["txn_seq"])),
+            marker_ms=t[0],
+            failed_ms=t[1],
+            log=ev.get((r.topic, r.partition, r.offset)),
+        )
+        for r, t in top
+    ]
+    return X.check_result("premature-commit", len(found), cases, lambda idx: _ops(run, idx))
 
 
 def _invoke_of(run: EosRun, r: Rec) -> TxnOp | None:
@@ -448,6 +523,7 @@ CHECKS = {
     "zombie-write": check_zombie,
     "aborted-read": check_aborted_read,
     "committed-in-later-transaction": check_committed_later,
+    "premature-commit": check_premature_commit,
     "torn-transaction": check_torn,
     "order": check_order,
     "hanging-transaction": check_hanging,

@@ -229,6 +229,35 @@ def committed_later(
     return ex, [*idx, *(later_idx or [])]
 
 
+def premature_commit(
+    in_value: str | None,
+    txn: tuple[int, int],
+    rec: Row,
+    idx: list[int],
+    *,
+    marker_ms: int,
+    failed_ms: int,
+    log: dict[str, Any] | None = None,
+) -> Example:
+    """By output (partition, offset). ``txn``: the failed writer transaction its headers
+    name; ``marker_ms``/``failed_ms``: when the broker wrote the COMMIT marker that ended it
+    and when the client recorded the failure (epoch ms). Ops: the writer's invoke and
+    completion."""
+    ex: dict[str, Any] = {
+        "values": [in_value],
+        "kind": "commit-before-failure",
+        "txn": list(txn),
+        "outcome": "fail",
+        "records": [record(rec)],
+        "marker_ms": int(marker_ms),
+        "failed_ms": int(failed_ms),
+        "early_ms": int(failed_ms) - int(marker_ms),
+    }
+    if log is not None:
+        ex["log"] = log
+    return ex, idx
+
+
 def torn_transaction(
     txn: tuple[int, int],
     kind: str,

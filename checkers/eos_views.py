@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Bump when a view's columns or meaning change, so stale views are rebuilt, never misread.
-VIEWS_FORMAT = 1
+VIEWS_FORMAT = 2
 NAME = "eos-views"
 VIEWS = ("seeds", "poison", "txns", "drain", "committed", "fences", "finals")
-_HIST_COLS = ("index", "time", "process", "process_is_int", "type", "f", "value")
+_HIST_COLS = ("index", "time", "wall", "process", "process_is_int", "type", "f", "value")
 
 
 def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:

@@ -804,6 +804,58 @@ def test_a_late_write_of_an_aborted_transaction_committed_by_the_next(
     assert bare["kind"] == "writer-aborted" and "log" not in bare and "later" not in bare
 
 
+def test_a_commit_written_before_its_transaction_failed_is_a_premature_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    """KAFKA-17754: a stale EndTxn commits transaction N while its client is still in it; the
+    client then fails N and its successor redoes the inputs. The record N wrote before the
+    stale commit is visible, under a COMMIT marker older than N's failure: both engines name
+    it premature-commit (not committed-in-later-transaction), with both times."""
+    s = simulate(4)
+    i = s.owner[0]
+    s.seed(s.partitions)
+    n_seq = s.seq[i] + 1
+    assert s.txn(i, 1, ok=False)
+    s.drain_all(sorted(set(s.owner.values())))
+    inv, fail = (
+        next(
+            o for o in s.ops
+            if o["f"] == "txn" and o["type"] == t and o["process"] == i
+            and o["value"]["txn"] == n_seq
+        )
+        for t in ("invoke", "fail")
+    )  # fmt: skip
+    fail["wall"] = "2026-01-01T00:00:05.000000Z"  # the client failed N 5 s after the marker
+    src_p, src_o, v = inv["value"]["inputs"][0]
+    q = src_p % s.partitions
+    stale = {"key": v, "value": "out-" + v, "headers": _headers(s, i, n_seq, inv, src_p, src_o)}
+    s.out[q].insert(0, stale)  # N's record, then the stale EndTxn's COMMIT marker
+    lines = lay_out(s)
+    s.finish()
+    run = s.write(tmp_path / "run")
+    write_dump(run, lines)
+    got, _ref = both(spark, run)
+    assert got["anomalies"]["premature-commit"] == 1
+    assert "committed-in-later-transaction" not in got["anomalies"]
+    (ex,) = got["checkers"]["premature-commit"]["examples"]
+    assert (ex["kind"], ex["txn"], ex["outcome"]) == ("commit-before-failure", [i, n_seq], "fail")
+    assert ex["values"] == [v] and ex["records"][0]["offset"] == 0
+    assert ex["marker_ms"] == 1_767_225_600_001 and ex["failed_ms"] == 1_767_225_605_000
+    assert ex["early_ms"] == 5000 - 1
+    assert ex["log"]["end_marker"] == {"offset": 1, "outcome": "COMMIT", "epoch": 0}
+    assert {(o["value"]["txn"], o["type"]) for o in ex["ops"]} == {
+        (n_seq, "invoke"),
+        (n_seq, "fail"),
+    }
+    # Without the dump there is no marker time: the history alone calls it writer-aborted.
+    (run / "evidence" / "logdump.jsonl").unlink()
+    shutil.rmtree(run / ".parquet", ignore_errors=True)
+    bare = check_eos_py(run, max_examples=3)
+    assert "premature-commit" not in bare["anomalies"]
+    (ex,) = bare["checkers"]["committed-in-later-transaction"]["examples"]
+    assert ex["kind"] == "writer-aborted"
+
+
 def test_records_the_log_commits_with_a_later_transaction_are_merged_in_log(
     spark: Any, tmp_path: Path
 ) -> None:
