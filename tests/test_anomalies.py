@@ -21,6 +21,7 @@ def test_each_engine_family_takes_its_names_from_the_definitions() -> None:
         "zombie-write",
         "aborted-read",
         "committed-in-later-transaction",
+        "premature-commit",
         "torn-transaction",
         "order",
         "hanging-transaction",
