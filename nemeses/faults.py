@@ -191,7 +191,9 @@ def late_endtxn_params(rng: random.Random, nodes: int, has_clients: bool) -> dic
     return {
         "pick": rng.randrange(1 << 30),
         "end_txn": "commit" if rng.random() < 0.75 else "abort",
-        "release_delay_ms": rng.randrange(20, 200),
+        # Past the coordinator's write of the next AddPartitionsToTxn (an earlier late
+        # EndTxn is answered CONCURRENT_TRANSACTIONS and does nothing).
+        "release_delay_ms": rng.randrange(50, 250),
     }
 
 

@@ -57,6 +57,9 @@ RECIPES: dict[str, Recipe] = {
             kinds=("late-endtxn",),
             interval=3.0,
             duration_range=(6.0, 10.0),
+            # Commits: a correct processor aborts only on errors, so an armed abort rarely
+            # finds an EndTxn to hold.
+            pinned={"late-endtxn": {"end_txn": "commit"}},
             with_flags=("--txn-delay-ms 100",),
         ),
         Recipe(
