@@ -89,27 +89,6 @@ def test_every_knob_is_parsed_into_the_run_options() -> None:
     eos = options.workload_options
     assert eos.client_config == {"request.timeout.ms": "3000", "retries": "7"}
     assert (eos.txn_delay_ms, eos.group_protocol) == (50, "consumer")
-    assert options.transaction_version is None
-    args = build_parser().parse_args(["campaign", "--transaction-version", "2"])
-    assert campaign_options(args, "eos", 1, "").transaction_version == 2
-
-
-def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
-    """Correct clients expected INVALID where Kafka's bug lives (TV0 clients), the TV2
-    control expected valid, only where TV2 exists (4.x)."""
-    from harness.nightly.scenarios import SCENARIO_SETS, SCENARIOS, expand
-
-    known = [SCENARIOS[n] for n in SCENARIO_SETS["known-bugs"]]
-    assert all(s.variant == "eos" for s in known)  # no broken-on-purpose variant
-    cells = expand(["3.9.2", "4.3.1"], known)
-    got = [(c.version, c.scenario.name, c.transaction_version, c.scenario.expected) for c in cells]
-    assert got == [
-        ("3.9.2", "bug-delayed-endtxn-python", None, "invalid"),
-        ("3.9.2", "bug-delayed-endtxn-java-tv0", None, "invalid"),
-        ("4.3.1", "bug-delayed-endtxn-python", 0, "invalid"),
-        ("4.3.1", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
-        ("4.3.1", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
-    ]
     queue = _options("--workload", "queue", *KNOBS).workload_options
     assert queue.client_config == eos.client_config
     assert (queue.txn_delay_ms, queue.group_protocol) == (50, "consumer")

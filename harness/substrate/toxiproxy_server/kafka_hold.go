@@ -172,7 +172,7 @@ func (t *KafkaHoldToxic) scan(state *holdState) ([]byte, bool) {
 			return out, true
 		}
 		if err == nil {
-			t.noticeForwarded(req)
+			noticeForwarded(req)
 		}
 		out = append(out, frame...)
 		state.buf = state.buf[4+size:]
@@ -209,28 +209,79 @@ func (t *KafkaHoldToxic) hold(frame []byte, req request) bool {
 		release: make(chan string, 4),
 	}
 	t.events = append(t.events, ev)
+	t.wait(ev)
 	go t.deliverLater(ev, t.Arm, time.Duration(t.MaxHoldMs)*time.Millisecond)
 	return true
 }
 
-// noticeForwarded starts the release clock when the held producer sends the trigger request.
-func (t *KafkaHoldToxic) noticeForwarded(req request) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.events) == 0 || !slices.Contains(t.ReleaseOnAPIKeys, req.apiKey) {
+// A held request waits for its producer's next transaction, whose first request may cross
+// another proxy (with transaction version 2 the first Produce goes to a partition leader,
+// not to the coordinator): the waiting holds are shared by every kafka_hold toxic.
+type waitingHold struct {
+	owner *KafkaHoldToxic
+	ev    *HoldEvent
+	keys  []int16
+	delay time.Duration
+}
+
+var waiting = struct {
+	sync.Mutex
+	by map[string][]*waitingHold
+}{by: map[string][]*waitingHold{}}
+
+func (t *KafkaHoldToxic) wait(ev *HoldEvent) {
+	if len(t.ReleaseOnAPIKeys) == 0 {
 		return
 	}
-	ev := t.events[len(t.events)-1]
-	if ev.TriggerAt != 0 || ev.ReleasedAt != 0 || req.txnID != ev.TransactionalID {
+	w := &waitingHold{t, ev, slices.Clone(t.ReleaseOnAPIKeys),
+		time.Duration(t.ReleaseDelayMs) * time.Millisecond}
+	waiting.Lock()
+	defer waiting.Unlock()
+	waiting.by[ev.TransactionalID] = append(waiting.by[ev.TransactionalID], w)
+}
+
+// noticeForwarded starts the release clock of the holds waiting for this request.
+func noticeForwarded(req request) {
+	if req.txnID == "" {
 		return
 	}
-	ev.TriggerAt = nowMs()
-	ev.Trigger = fmt.Sprintf("api_key %d", req.apiKey)
-	delay := time.Duration(t.ReleaseDelayMs) * time.Millisecond
-	go func() {
-		time.Sleep(delay)
-		ev.release <- "trigger"
-	}()
+	waiting.Lock()
+	var fired, kept []*waitingHold
+	for _, w := range waiting.by[req.txnID] {
+		if slices.Contains(w.keys, req.apiKey) {
+			fired = append(fired, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	if len(fired) > 0 {
+		waiting.by[req.txnID] = kept
+	}
+	waiting.Unlock()
+	for _, w := range fired {
+		w.owner.mu.Lock()
+		if w.ev.TriggerAt == 0 && w.ev.ReleasedAt == 0 {
+			w.ev.TriggerAt = nowMs()
+			w.ev.Trigger = fmt.Sprintf("api_key %d", req.apiKey)
+			go func(w *waitingHold) {
+				time.Sleep(w.delay)
+				w.ev.release <- "trigger"
+			}(w)
+		}
+		w.owner.mu.Unlock()
+	}
+}
+
+func forget(ev *HoldEvent) {
+	waiting.Lock()
+	defer waiting.Unlock()
+	ws := waiting.by[ev.TransactionalID]
+	for i, w := range ws {
+		if w.ev == ev {
+			waiting.by[ev.TransactionalID] = append(ws[:i:i], ws[i+1:]...)
+			return
+		}
+	}
 }
 
 func (t *KafkaHoldToxic) deliverLater(ev *HoldEvent, arm int, maxHold time.Duration) {
@@ -254,6 +305,7 @@ func (t *KafkaHoldToxic) deliverLater(ev *HoldEvent, arm int, maxHold time.Durat
 			t.mu.Unlock()
 		}
 	}
+	forget(ev)
 	t.mu.Lock()
 	upstream := t.Upstream
 	if ev.Trigger == "" {
