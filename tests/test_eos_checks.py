@@ -624,7 +624,8 @@ def test_every_anomaly_detected_by_spark_and_reference(spark: Any, tmp_path: Pat
     muts = tuple(m for m in MUTATIONS)
     got, _ref = both(spark, built(tmp_path, 11, mutations=muts, hanging=True, hijack=True))
     assert got["valid"] is False
-    for kind in SAFETY_CHECKS:
+    # premature-commit needs a broker log dump (marker times): its own test plants one.
+    for kind in (k for k in SAFETY_CHECKS if k != "premature-commit"):
         assert got["anomalies"].get(kind, 0) >= 1, (kind, got["anomalies"])
         assert got["checkers"][kind]["examples"][0]["values"] is not None
     reasons = {e["reason"] for e in got["checkers"]["zombie-write"]["examples"]}
