@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -45,7 +46,7 @@ from checkers.spark import spark_error, spark_session
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
 
 __all__ = ["CHECKS", "CheckerInputError", "check_eos", "eos_checks"]
 
@@ -370,7 +371,19 @@ def _failed_writer_records(fr: EosFrames, log: EosLog | None) -> DataFrame:
     """The drained records with their logged position, ``_failed`` (the writer transaction
     its headers name ended ``fail``) and ``premature``: such a record committed by a COMMIT
     marker the broker wrote before the client recorded that failure (see
-    :func:`check_premature_commit`). Failed transactions are few (aborts): broadcast joins."""
+    :func:`check_premature_commit`). Built once per run and persisted: two checks read it."""
+    if _FAILED_WRITERS not in fr.extras:
+        d = _build_failed_writer_records(fr, log).persist(StorageLevel.MEMORY_AND_DISK)
+        fr.persisted.append(d)
+        fr.extras[_FAILED_WRITERS] = d
+    return fr.extras[_FAILED_WRITERS]
+
+
+_FAILED_WRITERS = "failed-writer-records"
+
+
+def _build_failed_writer_records(fr: EosFrames, log: EosLog | None) -> DataFrame:
+    # Failed transactions are few (aborts): broadcast joins, not shuffles.
     failed = fr.txns.filter(F.col("done_type") == "fail").select(
         "instance",
         "txn_seq",
@@ -397,6 +410,12 @@ def _failed_writer_records(fr: EosFrames, log: EosLog | None) -> DataFrame:
     return d.withColumn("premature", F.coalesce(F.col("_failed") & early, F.lit(False)))
 
 
+def _aborted_read() -> Column:
+    """Records aborted-read names (poison, or a logged position aborted or open): the checks
+    that join failed writers with the log leave them to it."""
+    return F.col("_poison") | F.coalesce(F.col("l_outcome").isin("aborted", "open"), F.lit(False))
+
+
 def check_committed_later(
     fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
 ) -> dict[str, Any]:
@@ -421,9 +440,7 @@ def check_committed_later(
         d = d.withColumn("newest", F.when(ended, F.max(F.when(ended, writer)).over(w)))
     later = F.coalesce(F.col("newest.i") > F.col("inv_index"), F.lit(False))
     kind = F.when(F.col("_failed"), F.lit("writer-aborted")).when(later, F.lit("merged-in-log"))
-    aborted_read = F.col("_poison") | F.coalesce(
-        F.col("l_outcome").isin("aborted", "open"), F.lit(False)
-    )
+    aborted_read = _aborted_read()
     bad = (
         d.withColumn("kind", kind)
         .withColumn("later", F.when(later, F.col("newest")))
@@ -472,9 +489,7 @@ def check_premature_commit(
     if log is None:
         return result(fr, "premature-commit", 0, [])
     d = _failed_writer_records(fr, log)
-    aborted_read = F.col("_poison") | F.coalesce(
-        F.col("l_outcome").isin("aborted", "open"), F.lit(False)
-    )
+    aborted_read = _aborted_read()
     bad = d.filter(F.col("premature") & ~aborted_read)
     n = bad.count()
     rows = bad.orderBy("partition", "offset").limit(max_examples).collect() if n else []

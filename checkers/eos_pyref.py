@@ -202,11 +202,14 @@ class RunLog:
     def marker_times(self, topic: str, where: set[tuple[int, int, int]]) -> dict[Any, int]:
         """(node, partition, offset) -> create_time of those markers of ``topic`` (a second
         pass over the dump's lines, for the few the checks ask about)."""
-        rows: dict[int, tuple[int, int, int]] = {}
+        wanted: dict[tuple[int, int], set[int]] = defaultdict(set)
         for node, part, off in where:
+            wanted[(node, part)].add(off)
+        rows: dict[int, tuple[int, int, int]] = {}
+        for (node, part), offsets in wanted.items():
             for r in self.dump.parts.get(("data", topic, part), {}).get(node, []):
-                if r[OFF] == off and r[CTRL]:
-                    rows[r[ROW]] = (node, part, off)
+                if r[CTRL] and r[OFF] in offsets:
+                    rows[r[ROW]] = (node, part, r[OFF])
         got = fetch_lines(self.dump.path, rows)
         return {
             rows[n]: int(rec["create_time"])
@@ -355,7 +358,14 @@ def check_committed_later(run: EosRun, max_examples: int) -> dict[str, Any]:
 def _premature(run: EosRun) -> list[tuple[Rec, tuple[int, int]]]:
     """Drained records of a ``fail`` transaction whose COMMIT marker the broker wrote before
     the client recorded the failure, each with (marker ms, failure ms); by output position.
-    Aborted-read's records (aborted, open or poison) are left to it."""
+    Aborted-read's records (aborted, open or poison) are left to it. Found once per run (it
+    reads marker lines from the dump): two checks ask."""
+    if "premature" not in run.extras:
+        run.extras["premature"] = _find_premature(run)
+    return run.extras["premature"]
+
+
+def _find_premature(run: EosRun) -> list[tuple[Rec, tuple[int, int]]]:
     log = run_log(run)
     pos = _drained_positions(run)
     if log is None or run.output_topic is None:

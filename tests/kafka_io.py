@@ -24,6 +24,24 @@ def transactional_write(bootstrap: str, topic: str, values: dict[int, list[str]]
     producer.commit_transaction(30)
 
 
+def commit_one_then_begin_next(producer: Producer, topic: str) -> None:
+    """T1 writes ``t1`` and commits, retrying the EndTxn whose connection a hold toxic drops;
+    T2 begins and writes ``t2`` (flushed, so its AddPartitionsToTxn went out) and stays open."""
+    from confluent_kafka import KafkaException
+
+    producer.begin_transaction()
+    producer.produce(topic, value=b"t1", partition=0)
+    for _ in range(5):
+        try:
+            producer.commit_transaction(30)
+            break
+        except KafkaException as exc:
+            assert exc.args[0].retriable(), exc
+    producer.begin_transaction()
+    producer.produce(topic, value=b"t2", partition=0)
+    assert producer.flush(10) == 0
+
+
 def read_committed(
     bootstrap: str, topic: str, partitions: int, expect: int, timeout: float = 30.0
 ) -> dict[int, list[str]]:

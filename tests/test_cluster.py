@@ -10,7 +10,13 @@ import pytest
 
 from common.waits import wait_for
 from harness.kafka.coordinators import describe_transaction_coordinator
-from tests.kafka_io import client_metadata, read_committed, transactional_write
+from nemeses.faults import END_TXN_API_KEY, NEXT_TXN_API_KEYS
+from tests.kafka_io import (
+    client_metadata,
+    commit_one_then_begin_next,
+    read_committed,
+    transactional_write,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -172,24 +178,14 @@ def test_a_late_endtxn_commits_the_next_transaction_of_a_tv0_client(healthy_clus
     node = c.txn_coordinator(tid)
     arm = c.hold_request(
         node,
-        api_key=26,
+        api_key=END_TXN_API_KEY,
         transactional_id=tid,
         end_txn="commit",
-        release_on_api_keys=[24, 0],
+        release_on_api_keys=list(NEXT_TXN_API_KEYS),
         release_delay_ms=300,
         max_hold_ms=30000,
     )
-    producer.begin_transaction()
-    producer.produce(topic, value=b"t1", partition=0)
-    for _ in range(5):  # the held EndTxn's connection drops; the client retries it
-        try:
-            producer.commit_transaction(30)
-            break
-        except KafkaException as exc:
-            assert exc.args[0].retriable(), exc
-    producer.begin_transaction()
-    producer.produce(topic, value=b"t2", partition=0)
-    assert producer.flush(10) == 0
+    commit_one_then_begin_next(producer, topic)
     proxy = c.proxy_name(node)
     events: list = []
 

@@ -17,6 +17,7 @@ from nemeses.engine import Nemesis
 from nemeses.kinds import KINDS
 from nemeses.schedule import Event, Schedule
 from nemeses.targets import FaultContext, resolve_broker
+from tests.kafka_io import commit_one_then_begin_next
 
 pytestmark = pytest.mark.cluster
 
@@ -152,17 +153,7 @@ def test_late_endtxn_delivers_the_held_commit_after_the_next_transaction_began(
     producer.init_transactions(30)
     d = _run(ctx, "late-endtxn", pick=0, end_txn="commit", release_delay_ms=200)
     assert d["targets"] == [c.txn_coordinator(tid)] and d["transactional_id"] == tid
-    producer.begin_transaction()
-    producer.produce(clients.output_topic, value=b"t1", partition=0)
-    for _ in range(5):  # the held EndTxn's connection drops; the client retries it
-        try:
-            producer.commit_transaction(30)
-            break
-        except KafkaException as exc:
-            assert exc.args[0].retriable(), exc
-    producer.begin_transaction()
-    producer.produce(clients.output_topic, value=b"t2", partition=0)
-    assert producer.flush(10) == 0
+    commit_one_then_begin_next(producer, clients.output_topic)
     healed = KINDS["late-endtxn"].stop(ctx, d)
     assert healed["late_delivered"] == 1
     (held,) = healed["held"]

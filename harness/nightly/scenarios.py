@@ -78,6 +78,13 @@ def eos(
     return Scenario(name, "eos", flags + extra, client, variant, **kw)
 
 
+def delayed_endtxn(name: str, client: str = "python", **kw: Any) -> Scenario:
+    """A correct eos client under the ``delayed-endtxn`` recipe (docs/findings.md, F2), with
+    the delays inside each transaction the recipe asks for."""
+    extra = ("--txn-delay-ms", "100")
+    return eos(name, client, extra=extra, nemesis="delayed-endtxn", time_limit=45, **kw)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run of the matrix: a scenario on one Kafka version with one transaction version."""
@@ -205,31 +212,9 @@ SCENARIOS: dict[str, Scenario] = {
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
         # transaction version 2 (Java on 4.x) refuses it: the control.
-        eos(
-            "bug-delayed-endtxn-python",
-            extra=("--txn-delay-ms", "100"),
-            nemesis="delayed-endtxn",
-            time_limit=45,
-            expected="invalid",
-        ),
-        eos(
-            "bug-delayed-endtxn-java-tv0",
-            client="java",
-            extra=("--txn-delay-ms", "100"),
-            nemesis="delayed-endtxn",
-            time_limit=45,
-            tvs=(0,),
-            expected="invalid",
-        ),
-        eos(
-            "fixed-delayed-endtxn-java-tv2",
-            client="java",
-            extra=("--txn-delay-ms", "100"),
-            nemesis="delayed-endtxn",
-            time_limit=45,
-            tvs=(2,),
-            min_kafka="4.0.0",
-        ),
+        delayed_endtxn("bug-delayed-endtxn-python", expected="invalid"),
+        delayed_endtxn("bug-delayed-endtxn-java-tv0", "java", tvs=(0,), expected="invalid"),
+        delayed_endtxn("fixed-delayed-endtxn-java-tv2", "java", tvs=(2,), min_kafka="4.0.0"),
     )
 }
 
