@@ -237,26 +237,86 @@ def late_endtxn_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, An
 
 
 def late_endtxn_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
-    events = ctx.cluster.release_held(details["targets"][0], details["arm"])
-    held = [
-        {
-            k: e.get(k)
-            for k in (
-                "correlation_id",
-                "producer_id",
-                "producer_epoch",
-                "committed",
-                "held_at_ms",
-                "trigger",
-                "trigger_at_ms",
-                "released_at_ms",
-                "error_code",
-                "failure",
-            )
-        }
-        for e in events
-    ]
+    return _held_summary(ctx.cluster.release_held(details["targets"][0], details["arm"]))
+
+
+#: What a stop records of each held request: enough to find its batch (producer id, epoch,
+#: topic, partition, base sequence) or its marker in the broker log dump.
+_HELD_FIELDS = (
+    "correlation_id",
+    "producer_id",
+    "producer_epoch",
+    "committed",
+    "topic",
+    "partition",
+    "base_sequence",
+    "held_at_ms",
+    "trigger",
+    "trigger_at_ms",
+    "released_at_ms",
+    "error_code",
+    "failure",
+)
+
+
+def _held_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
+    held = [{k: e[k] for k in _HELD_FIELDS if k in e} for e in events]
     return {"held": held, "late_delivered": sum(1 for e in events if e.get("released_at_ms"))}
+
+
+#: The Produce API key, which ``late-produce`` holds.
+PRODUCE_API_KEY = 0
+
+
+def late_produce_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
+    return {
+        "pick": rng.randrange(1 << 30),
+        # The leader of an output partition (an odd pick, see targets.resolve_broker).
+        "leader_pick": 2 * rng.randrange(1 << 20) + 1,
+        # After the EndTxn that ended the Produce's transaction: 0 lands between its markers
+        # and the next transaction, a few hundred ms inside the next transaction.
+        "release_delay_ms": rng.randrange(0, 400),
+    }
+
+
+def late_produce_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Withhold one processor's next Produce at a partition leader's proxy and deliver it
+    after the EndTxn that ended its transaction.
+
+    KIP-890's late produce request: the held batch reaches the leader after its transaction's
+    markers (verification off: a hanging transaction) or inside the producer's next
+    transaction (an older client's record joins the wrong transaction). The toxic drops the
+    connection the Produce came on, so the client retries the batch; what the broker then
+    makes of the original (appended, or refused by its sequence or epoch) is in the stop's
+    record and the log dump.
+    """
+    instance, _pid = _processor(ctx, params)
+    assert ctx.clients is not None
+    tid = ctx.clients.transactional_ids().get(instance)
+    if tid is None:
+        raise FaultError(f"processor instance {instance} has no transactional id yet")
+    node, why = resolve_broker(ctx, {"role": "leader", "pick": params["leader_pick"]})
+    arm = ctx.cluster.hold_request(
+        node,
+        api_key=PRODUCE_API_KEY,
+        transactional_id=tid,
+        end_txn="",
+        release_on_api_keys=[END_TXN_API_KEY],
+        release_delay_ms=int(params["release_delay_ms"]),
+        max_hold_ms=int(params.get("max_hold_ms", 60000)),
+    )
+    return {
+        "targets": [node],
+        "processor": instance,
+        "transactional_id": tid,
+        "arm": arm,
+        "why": f"hold the next Produce of {tid} at node {node} ({why}); deliver it "
+        f"{params['release_delay_ms']} ms after its transaction's EndTxn",
+    }
+
+
+def late_produce_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
+    return _held_summary(ctx.cluster.release_held(details["targets"][0], details["arm"]))
 
 
 # --- broker processes ------------------------------------------------------------------

@@ -108,6 +108,17 @@ KINDS: dict[str, FaultKind] = {
             "(KAFKA-17754's delayed EndTxn)",
         ),
         FaultKind(
+            "late-produce",
+            f.late_produce_params,
+            f.late_produce_start,
+            f.late_produce_stop,
+            needs_clients=True,
+            bug_probe=True,
+            description="withhold a processor's Produce at a partition leader's proxy (the "
+            "client retries it) and deliver the original after its transaction's EndTxn "
+            "(KIP-890's late produce request)",
+        ),
+        FaultKind(
             "pause-processor",
             f.processor_params,
             f.processor_pause_start,

@@ -63,6 +63,17 @@ RECIPES: dict[str, Recipe] = {
             with_flags=("--txn-delay-ms 100",),
         ),
         Recipe(
+            name="delayed-produce",
+            description="KIP-890's late produce request made precise: a processor's Produce "
+            "is withheld at a partition leader (the client's retry goes through) and the "
+            "original delivered after its transaction's EndTxn, every ~10 s; voluntary "
+            "aborts give it aborted transactions to land after",
+            kinds=("late-produce",),
+            interval=3.0,
+            duration_range=(6.0, 10.0),
+            with_flags=("--txn-delay-ms 100", "--abort-probability 0.3"),
+        ),
+        Recipe(
             name="coordinator-pause",
             description="SIGSTOP of a processor's transaction coordinator as its EndTxn goes "
             "out (the processor is held at before-commit until the broker is stopped)",

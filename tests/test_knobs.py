@@ -539,7 +539,7 @@ def test_a_campaign_passes_the_knobs_to_every_run() -> None:
     from harness.nightly.campaign import _options as campaign_options
 
     args = build_parser().parse_args(["campaign", "--variants", "eos,at-least-once", *KNOBS])
-    options = campaign_options(args, "at-least-once", 4, "-x")
+    options = campaign_options(args, "at-least-once", 4, "x")
     assert (options.nodes, options.replication_factor, options.min_insync_replicas) == (5, 4, 3)
     assert options.broker_settings["log.flush.interval.messages"] == "1"
     eos = options.workload_options
@@ -549,6 +549,34 @@ def test_a_campaign_passes_the_knobs_to_every_run() -> None:
     assert options.transaction_version is None
     args = build_parser().parse_args(["campaign", "--transaction-version", "2"])
     assert campaign_options(args, "eos", 1, "").transaction_version == 2
+
+
+def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
+    capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from harness.nightly.campaign import _options as campaign_options
+
+    args = build_parser().parse_args(
+        ["campaign", "--workload", "queue", "--client", "java", "--txn-delay-ms", "100"]
+    )
+    options = campaign_options(args, "queue", 3, "q")
+    queue = options.workload_options
+    assert options.workload == "queue"
+    assert (queue.client, queue.txn_delay_ms, queue.seed, queue.topic) == (
+        "java",
+        100,
+        3,
+        "queue-q",
+    )
+    store = str(tmp_path / "store")
+    code, line = _cli(
+        capfd, "campaign", "--workload", "queue", "--variants", "eos", "--store", store
+    )
+    assert code == 2 and "the queue workload has no variants" in line
+    code, line = _cli(
+        capfd, "campaign", "--workload", "queue", "--abort-probability", "0.1", "--store", store
+    )
+    assert code == 2 and "--abort-probability: not an option of --workload queue" in line
 
 
 def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:

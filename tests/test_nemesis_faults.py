@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from common.waits import wait_for
 from history import Recorder, read_process_file
 from nemeses.engine import Nemesis
 from nemeses.kinds import KINDS
@@ -161,6 +162,57 @@ def test_late_endtxn_delivers_the_held_commit_after_the_next_transaction_began(
     assert held["error_code"] == 0  # TV0: the coordinator took it for T2's
     with contextlib.suppress(KafkaException):
         producer.abort_transaction(10)
+
+
+def test_late_produce_delivers_the_held_batch_after_its_transaction_aborted(
+    ctx: FaultContext, tmp_path: Path
+) -> None:
+    """The fault aims at an output partition's leader, holds the producer's first batch (the
+    client's retry goes through), and delivers the original after the abort's EndTxn: the
+    stop's record says which batch (producer, epoch, partition, sequence) and what the leader
+    said, and the log dump shows the abort marker before it and the batch not appended
+    (partition verification and the producer's sequence both refuse it)."""
+    from confluent_kafka import Producer
+
+    from harness.substrate.evidence import read_logdump
+
+    c, clients = ctx.cluster, ctx.clients
+    assert isinstance(clients, Clients)
+    tid = f"latep-{uuid.uuid4().hex[:8]}"
+    clients.tids = {1: tid}
+    producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    d = _run(ctx, "late-produce", pick=0, leader_pick=1, release_delay_ms=500)
+    leader = c.leader(clients.output_topic, 0)
+    assert d["targets"] == [leader]
+    producer.begin_transaction()
+    producer.produce(clients.output_topic, value=b"aborted", partition=0)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
+    proxy = c.proxy_name(leader)
+    wait_for(
+        lambda: all(e.get("answered_at_ms") for e in c.toxiproxy.held_events(proxy, d["arm"])),
+        timeout=20,
+        what="the late Produce answered",
+    )
+    healed = KINDS["late-produce"].stop(ctx, d)
+    assert healed["late_delivered"] == 1
+    (held,) = healed["held"]
+    assert held["trigger"] == "api_key 26" and held["released_at_ms"] >= held["trigger_at_ms"]
+    assert (held["topic"], held["partition"]) == (clients.output_topic, 0)
+    assert (held["base_sequence"], held["producer_epoch"]) == (0, 0)
+    dump = read_logdump(c._write_logdump(tmp_path))
+    rows = [
+        r
+        for r in dump
+        if (r["topic"], r["partition"], r["node"]) == (clients.output_topic, 0, leader)
+    ]
+    assert [(r["producerId"], r["sequence"], r.get("marker")) for r in rows] == [
+        (held["producer_id"], 0, None),  # the client's retry
+        (held["producer_id"], -1, "ABORT"),
+    ]
+    assert rows[1]["create_time"] < held["released_at_ms"]  # late: after the abort
+    assert held["error_code"] != 0  # and refused, not appended
 
 
 def test_broker_pause_and_kill(ctx: FaultContext) -> None:

@@ -141,7 +141,7 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
     assert "pause-at" not in kinds and "coordinator-at" not in kinds
     assert "crash-clients" in kinds  # plain SIGKILLs need no hook points
     skipped = skipped_by_all(hooks=False)
-    assert set(skipped) == {"pause-at", "coordinator-at", "late-endtxn"}
+    assert set(skipped) == {"pause-at", "coordinator-at", "late-endtxn", "late-produce"}
     assert "known Kafka bug" in skipped["late-endtxn"]
     assert "hook points" in skipped["pause-at"]
     with pytest.raises(ValueError, match="hook points"):

@@ -9,6 +9,10 @@ anomaly in 10 seeded correct runs under every fault), so this module runs them:
 read-uncommitted,no-rewind --runs 10
     python -m harness campaign --variants at-least-once --nemesis kill-processor,zombie \
 --nemesis-interval 3 --nemesis-duration 8 --shared-cluster
+    python -m harness campaign --workload queue --client java --nemesis kafka-17754
+
+``--workload queue`` runs Jepsen's send/poll workload instead; its one "variant" is the
+correct client, expected valid.
 
 Every default is `python -m harness run`'s (``--nemesis all``, one fault every ~10 s lasting
 ~10 s, 60 s of load), so the first line measures what a user who changes nothing gets.
@@ -43,6 +47,8 @@ EXPECTED = {
     "read-uncommitted": "aborted-read",
     "no-rewind": "lost",
 }
+#: The "variants" that are correct clients, expected valid.
+CORRECT = ("eos", "queue")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,7 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from harness.substrate.api import add_shape_arguments
     from workloads.eos_config import VARIANTS
 
-    p.add_argument("--variants", default="eos", help=f"comma list of: {', '.join(VARIANTS)}")
+    p.add_argument("--workload", choices=("eos", "queue"), default="eos")
+    p.add_argument(
+        "--variants", default=None, help=f"eos: comma list of: {', '.join(VARIANTS)} (default eos)"
+    )
     p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
     p.add_argument("--first-seed", type=int, default=1)
     p.add_argument("--time-limit", type=float, default=60.0)
@@ -62,25 +71,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shared-cluster", action="store_true")
     p.add_argument("--kafka-version", default=None)
     p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
-    # The run's own cluster and eos flags, read the same way (--variants replaces --variant).
+    # The run's own cluster and workload flags, read the same way (--variants replaces
+    # --variant).
     add_shape_arguments(p)
-    add_workload_flags(p, ["eos"], skip=("--variant",))
+    add_workload_flags(p, ["eos", "queue"], skip=("--variant",))
 
 
-def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> RunOptions:
+def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> RunOptions:
+    """One run's options; ``tag`` (empty: none) keeps its topics, groups and transactional
+    ids apart from the other runs' on a shared cluster."""
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION
-    from harness.run.workloads import get, workload_values
+    from harness.run.workloads import get, workload_options_from_args
     from harness.substrate.api import shape_from_args
 
-    spec = get("eos").spec
-    chosen: dict[str, Any] = {
-        **workload_values(args, spec),
-        "variant": variant,
-        "seed": seed,
-        "name_suffix": suffix,
-    }
+    workload = get(args.workload)
+    # Rejects a flag of the other workload, like `run` does.
+    base = workload_options_from_args(args, seed)
+    chosen: dict[str, Any] = {"seed": seed, **(workload.spec.isolate(tag) if tag else {})}
+    if args.workload == "eos":
+        chosen["variant"] = variant
     return RunOptions(
-        workload="eos",
+        workload=workload.name,
         time_limit=args.time_limit,
         seed=seed,
         kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION,
@@ -89,7 +100,7 @@ def _options(args: argparse.Namespace, variant: str, seed: int, suffix: str) -> 
         nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval,
         nemesis_duration=args.nemesis_duration,
-        workload_options=spec.options_from_dict(chosen),
+        workload_options=replace(base, **chosen),
         **shape_from_args(args),
     )
 
@@ -133,8 +144,8 @@ def _shared(args: argparse.Namespace, root: Path, options: RunOptions) -> Iterat
 def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed: int) -> dict:
     from harness.run.nemesis import ScheduledNemesis
 
-    suffix = f"-{variant}-s{seed}-{uuid.uuid4().hex[:4]}"
-    options = _options(args, variant, seed, suffix)
+    tag = f"{variant}-s{seed}-{uuid.uuid4().hex[:4]}"
+    options = _options(args, variant, seed, tag)
     t0 = time.monotonic()
     try:
         if cluster is None:
@@ -174,7 +185,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         v = r["variant"]
         s = out.setdefault(v, {"runs": 0, "as_expected": 0, "unknown": 0, "expect": ""})
         s["runs"] += 1
-        if v == "eos":
+        if v in CORRECT:
             s["expect"] = "valid (no safety anomaly)"
             ok = r["valid"] is True
         else:
@@ -190,10 +201,15 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def campaign_command(args: argparse.Namespace) -> int:
     from workloads.eos_config import VARIANTS
 
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown or not variants:
-        raise HarnessError(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    if args.workload == "queue":
+        if args.variants not in (None, "queue"):
+            raise HarnessError("--variants: the queue workload has no variants")
+        variants = ["queue"]
+    else:
+        variants = [v.strip() for v in (args.variants or "eos").split(",") if v.strip()]
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown or not variants:
+            raise HarnessError(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     if args.runs < 1:
         raise HarnessError("--runs must be at least 1")
     first = _checked(args, variants)
@@ -219,5 +235,5 @@ def campaign_command(args: argparse.Namespace) -> int:
             f"{variant}: {s['as_expected']}/{s['runs']} {s['expect']} "
             f"(unknown {s['unknown']}; rate {s['rate']:.0%})"
         )
-    target = {v: (0.9 if v != "eos" else 1.0) for v in summary}
+    target = {v: (0.9 if v not in CORRECT else 1.0) for v in summary}
     return 0 if all(s["rate"] >= target[v] for v, s in summary.items()) else 1

@@ -222,6 +222,9 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``python -m harness run`` (the subparser itself lives in harness.cli):
     the run's own, then ``--workload`` and every registered workload's flags."""
+    from nemeses.kinds import KINDS
+    from nemeses.recipes import RECIPES
+
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds of load")
     p.add_argument("--seed", type=int, default=None, help="RNG seed (default: random)")
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
@@ -231,10 +234,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--nemesis",
         default="none",
         metavar="KINDS",
-        help="none, all, a comma list of fault kinds (partition, client-cut, pause, kill, "
-        "restart, slow, late-request, pause-processor, zombie, kill-processor, hijack, "
-        "crash-clients, pause-at, coordinator-at), or a named recipe (kafka-17754, "
-        "coordinator-pause; see README, Faults)",
+        help=f"none, all, a comma list of fault kinds ({', '.join(KINDS)}), or a named "
+        f"recipe ({', '.join(RECIPES)}; see README, Faults)",
     )
     p.add_argument("--nemesis-interval", type=float, default=10.0, metavar="S")
     p.add_argument("--nemesis-duration", type=float, default=10.0, metavar="S")

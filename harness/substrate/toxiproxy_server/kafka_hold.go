@@ -74,13 +74,17 @@ type HoldEvent struct {
 	ProducerID      int64  `json:"producer_id"`
 	ProducerEpoch   int16  `json:"producer_epoch"`
 	Committed       *bool  `json:"committed,omitempty"`
-	HeldAt          int64  `json:"held_at_ms"`
-	Trigger         string `json:"trigger,omitempty"`
-	TriggerAt       int64  `json:"trigger_at_ms,omitempty"`
-	ReleasedAt      int64  `json:"released_at_ms,omitempty"`
-	AnsweredAt      int64  `json:"answered_at_ms,omitempty"`
-	ErrorCode       *int16 `json:"error_code,omitempty"`
-	Failure         string `json:"failure,omitempty"`
+	// For Produce: the first partition's topic, partition and its batch's base sequence.
+	Topic        string `json:"topic,omitempty"`
+	Partition    *int32 `json:"partition,omitempty"`
+	BaseSequence *int32 `json:"base_sequence,omitempty"`
+	HeldAt       int64  `json:"held_at_ms"`
+	Trigger      string `json:"trigger,omitempty"`
+	TriggerAt    int64  `json:"trigger_at_ms,omitempty"`
+	ReleasedAt   int64  `json:"released_at_ms,omitempty"`
+	AnsweredAt   int64  `json:"answered_at_ms,omitempty"`
+	ErrorCode    *int16 `json:"error_code,omitempty"`
+	Failure      string `json:"failure,omitempty"`
 
 	frame   []byte
 	release chan string
@@ -98,6 +102,9 @@ type request struct {
 	producerID      int64
 	epoch           int16
 	committed       *bool
+	topic           string
+	partition       *int32
+	baseSequence    *int32
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -204,7 +211,8 @@ func (t *KafkaHoldToxic) hold(frame []byte, req request) bool {
 	ev := &HoldEvent{
 		Arm: t.Arm, APIKey: req.apiKey, APIVersion: req.version, CorrelationID: req.correlation,
 		TransactionalID: req.txnID, ProducerID: req.producerID, ProducerEpoch: req.epoch,
-		Committed: req.committed, HeldAt: nowMs(),
+		Committed: req.committed, Topic: req.topic, Partition: req.partition,
+		BaseSequence: req.baseSequence, HeldAt: nowMs(),
 		frame:   append([]byte(nil), frame...),
 		release: make(chan string, 4),
 	}
@@ -360,19 +368,28 @@ func deliver(upstream string, frame []byte) (*int16, error) {
 }
 
 // answerError: the error code of an EndTxn, AddOffsetsToTxn or InitProducerId answer
-// (throttle_time_ms then error_code after the response header), nil for other requests.
+// (throttle_time_ms then error_code after the response header), of a Produce answer's first
+// partition, nil for other requests.
 func answerError(req request, body []byte) *int16 {
 	switch req.apiKey {
-	case apiEndTxn, apiAddOffsetsToTxn, apiInitProducerID:
+	case apiEndTxn, apiAddOffsetsToTxn, apiInitProducerID, apiProduce:
 	default:
 		return nil
 	}
 	r := &reader{b: body}
 	r.int32() // correlation id
-	if flexible(req.apiKey, req.version) {
+	flex := flexible(req.apiKey, req.version)
+	if flex {
 		r.taggedFields()
 	}
-	r.int32() // throttle
+	if req.apiKey == apiProduce {
+		r.arrayLen(flex) // topics
+		r.topic(flex, req.version)
+		r.arrayLen(flex) // partitions
+		r.int32()        // index
+	} else {
+		r.int32() // throttle
+	}
 	code := r.int16()
 	if r.err != nil {
 		return nil
@@ -409,6 +426,9 @@ func parseRequest(b []byte) (request, error) {
 	case apiProduce:
 		if req.version >= 3 {
 			req.txnID = r.str(flex)
+			r.int16() // acks
+			r.int32() // timeout
+			parseProduceBatch(r, flex, &req)
 		}
 	case apiAddPartitionsToTxn:
 		if req.version <= 3 {
@@ -424,6 +444,32 @@ func parseRequest(b []byte) (request, error) {
 		req.committed = &committed
 	}
 	return req, r.err
+}
+
+// parseProduceBatch reads where the first partition's first record batch comes from: its
+// topic, partition, producer id, epoch and base sequence (the dump's key for that batch).
+func parseProduceBatch(r *reader, flex bool, req *request) {
+	if r.arrayLen(flex) < 1 {
+		return
+	}
+	topic := r.topic(flex, req.version)
+	if r.arrayLen(flex) < 1 {
+		return
+	}
+	partition := r.int32()
+	if flex {
+		r.uvarint() // compact records length
+	} else {
+		r.int32() // records length
+	}
+	r.take(8 + 4 + 4 + 1 + 4 + 2 + 4 + 8 + 8) // base offset .. max timestamp
+	producerID, epoch, sequence := r.int64(), r.int16(), r.int32()
+	if r.err != nil {
+		r.err = nil // a request we cannot read further is still held by its header
+		return
+	}
+	req.topic, req.partition, req.producerID, req.epoch = topic, &partition, producerID, epoch
+	req.baseSequence = &sequence
 }
 
 type reader struct {
@@ -480,6 +526,22 @@ func (r *reader) str(flex bool) string {
 		return ""
 	}
 	return string(r.take(n))
+}
+
+// arrayLen reads an array's length, compact in flexible versions.
+func (r *reader) arrayLen(flex bool) int {
+	if flex {
+		return int(r.uvarint()) - 1
+	}
+	return int(r.int32())
+}
+
+// topic reads a Produce topic's name (version 13 names topics by id: that id, in hex).
+func (r *reader) topic(flex bool, version int16) string {
+	if version >= 13 {
+		return fmt.Sprintf("%x", r.take(16))
+	}
+	return r.str(flex)
 }
 
 func (r *reader) taggedFields() {
