@@ -45,7 +45,9 @@ RECIPES: dict[str, Recipe] = {
             with_flags=(
                 "--transaction-timeout-ms 1000",
                 "--client-config request.timeout.ms=3000",
-                "--client-config message.timeout.ms=10000",
+                # The Java client's name; librdkafka caps message.timeout.ms at the
+                # transaction timeout itself and refuses a larger one.
+                "--client-config delivery.timeout.ms=10000",
                 "--txn-delay-ms 100",
             ),
         ),

@@ -166,7 +166,11 @@ def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed:
             "error": f"{type(e).__name__}: {e} ({Path(where.filename).name}:{where.lineno})",
             "seconds": round(time.monotonic() - t0, 1),
         }
+    from harness.nightly.held import late_request_summary
+
+    late = late_request_summary(Path(run_dir))
     return {
+        **({"late_requests": late} if late else {}),
         "variant": variant,
         "seed": seed,
         "valid": verdict.get("valid"),
@@ -222,9 +226,10 @@ def campaign_command(args: argparse.Namespace) -> int:
             for seed in range(args.first_seed, args.first_seed + args.runs):
                 r = _one(args, cluster, root, variant, seed)
                 runs.append(r)
+                late = r.get("late_requests")
                 print(
                     f"{variant} seed {seed}: {r.get('explain', r.get('error'))} "
-                    f"({r['seconds']:.0f} s)",
+                    f"({r['seconds']:.0f} s)" + (f"; late requests: {late}" if late else ""),
                     flush=True,
                 )
                 doc = {"args": vars(args), "runs": runs, "summary": summarize(runs)}
