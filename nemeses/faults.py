@@ -243,6 +243,7 @@ def late_endtxn_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, An
 #: What a stop records of each held request: enough to find its batch (producer id, epoch,
 #: topic, partition, base sequence) or its marker in the broker log dump.
 _HELD_FIELDS = (
+    "node",
     "correlation_id",
     "producer_id",
     "producer_epoch",
@@ -271,8 +272,6 @@ PRODUCE_API_KEY = 0
 def late_produce_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
     return {
         "pick": rng.randrange(1 << 30),
-        # The leader of an output partition (an odd pick, see targets.resolve_broker).
-        "leader_pick": 2 * rng.randrange(1 << 20) + 1,
         # After the EndTxn that ended the Produce's transaction: 0 lands between its markers
         # and the next transaction, a few hundred ms inside the next transaction.
         "release_delay_ms": rng.randrange(0, 400),
@@ -280,43 +279,52 @@ def late_produce_params(rng: random.Random, nodes: int, has_clients: bool) -> di
 
 
 def late_produce_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
-    """Withhold one processor's next Produce at a partition leader's proxy and deliver it
-    after the EndTxn that ended its transaction.
+    """Withhold one processor's next Produce at each broker's proxy and deliver each after
+    the EndTxn that ended its transaction.
 
     KIP-890's late produce request: the held batch reaches the leader after its transaction's
     markers (verification off: a hanging transaction) or inside the producer's next
-    transaction (an older client's record joins the wrong transaction). The toxic drops the
-    connection the Produce came on, so the client retries the batch; what the broker then
-    makes of the original (appended, or refused by its sequence or epoch) is in the stop's
-    record and the log dump.
+    transaction (an older client's record joins the wrong transaction). Every broker is armed
+    because which leaders a processor writes to depends on its assignment. The toxic drops
+    the connection the Produce came on, so the client retries the batch; what the broker then
+    makes of the original (appended, or refused by its sequence, its epoch or partition
+    verification) is in the stop's record and the log dump.
     """
     instance, _pid = _processor(ctx, params)
     assert ctx.clients is not None
     tid = ctx.clients.transactional_ids().get(instance)
     if tid is None:
         raise FaultError(f"processor instance {instance} has no transactional id yet")
-    node, why = resolve_broker(ctx, {"role": "leader", "pick": params["leader_pick"]})
-    arm = ctx.cluster.hold_request(
-        node,
-        api_key=PRODUCE_API_KEY,
-        transactional_id=tid,
-        end_txn="",
-        release_on_api_keys=[END_TXN_API_KEY],
-        release_delay_ms=int(params["release_delay_ms"]),
-        max_hold_ms=int(params.get("max_hold_ms", 60000)),
-    )
+    nodes = ctx.cluster.node_ids()
+    arms = {
+        str(node): ctx.cluster.hold_request(
+            node,
+            api_key=PRODUCE_API_KEY,
+            transactional_id=tid,
+            end_txn="",
+            release_on_api_keys=[END_TXN_API_KEY],
+            release_delay_ms=int(params["release_delay_ms"]),
+            max_hold_ms=int(params.get("max_hold_ms", 60000)),
+        )
+        for node in nodes
+    }
     return {
-        "targets": [node],
+        "targets": nodes,
         "processor": instance,
         "transactional_id": tid,
-        "arm": arm,
-        "why": f"hold the next Produce of {tid} at node {node} ({why}); deliver it "
+        "arms": arms,
+        "why": f"hold the next Produce of {tid} at each broker; deliver each "
         f"{params['release_delay_ms']} ms after its transaction's EndTxn",
     }
 
 
 def late_produce_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
-    return _held_summary(ctx.cluster.release_held(details["targets"][0], details["arm"]))
+    events = [
+        {**e, "node": int(node)}
+        for node, arm in details["arms"].items()
+        for e in ctx.cluster.release_held(int(node), arm)
+    ]
+    return _held_summary(events)
 
 
 # --- broker processes ------------------------------------------------------------------

@@ -182,23 +182,25 @@ def test_late_produce_delivers_the_held_batch_after_its_transaction_aborted(
     clients.tids = {1: tid}
     producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
     producer.init_transactions(30)
-    d = _run(ctx, "late-produce", pick=0, leader_pick=1, release_delay_ms=500)
+    d = _run(ctx, "late-produce", pick=0, release_delay_ms=500)
     leader = c.leader(clients.output_topic, 0)
-    assert d["targets"] == [leader]
+    assert d["targets"] == c.node_ids()
     producer.begin_transaction()
     producer.produce(clients.output_topic, value=b"aborted", partition=0)
     assert producer.flush(30) == 0
     producer.abort_transaction(30)
     proxy = c.proxy_name(leader)
+    arm = d["arms"][str(leader)]
     wait_for(
-        lambda: all(e.get("answered_at_ms") for e in c.toxiproxy.held_events(proxy, d["arm"])),
+        lambda: all(e.get("answered_at_ms") for e in c.toxiproxy.held_events(proxy, arm)),
         timeout=20,
         what="the late Produce answered",
     )
     healed = KINDS["late-produce"].stop(ctx, d)
     assert healed["late_delivered"] == 1
     (held,) = healed["held"]
-    assert held["trigger"] == "api_key 26" and held["released_at_ms"] >= held["trigger_at_ms"]
+    assert held["node"] == leader and held["trigger"] == "api_key 26"
+    assert held["released_at_ms"] >= held["trigger_at_ms"]
     assert (held["topic"], held["partition"]) == (clients.output_topic, 0)
     assert (held["base_sequence"], held["producer_epoch"]) == (0, 0)
     dump = read_logdump(c._write_logdump(tmp_path))
