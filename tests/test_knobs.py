@@ -556,8 +556,11 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
 ) -> None:
     from harness.nightly.campaign import _options as campaign_options
 
+    # Jepsen's KAFKA-17754 settings: Java's delivery timeout may exceed the transaction
+    # timeout (librdkafka's alias of it, message.timeout.ms, may not: not asked of Java).
+    jepsen = ["--transaction-timeout-ms", "1000", "--client-config", "delivery.timeout.ms=10000"]
     args = build_parser().parse_args(
-        ["campaign", "--workload", "queue", "--client", "java", "--txn-delay-ms", "100"]
+        ["campaign", "--workload", "queue", "--client", "java", "--txn-delay-ms", "100", *jepsen]
     )
     options = campaign_options(args, "queue", 3, "q")
     queue = options.workload_options

@@ -173,7 +173,10 @@ class QueueOptions:
             cfg.validate()
         except BadConfig as exc:
             raise HarnessError(f"bad queue options: {exc}") from None
-        if self.client_config:
+        # The librdkafka probe speaks for the Python client only: the Java client's names
+        # differ (delivery.timeout.ms is librdkafka's alias of message.timeout.ms, bounded
+        # by the transaction timeout; Java's is not).
+        if self.client == "python" and self.client_config:
             problem = probe_client_settings(
                 self.client_config,
                 self.group_protocol,
