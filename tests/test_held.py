@@ -45,6 +45,7 @@ def test_a_campaign_run_says_what_the_broker_made_of_each_late_request(tmp_path:
         _row(3, 5, 3000),  # sequence 5: once only; its COMMIT came before the late copy
         _row(4, -1, 3100, "COMMIT"),
         _row(5, 5, 3100, pid=8),  # another producer's batch with the same sequence
+        _row(6, 6, 3400),  # the producer's next transaction, before the late copy came
     ]
     (tmp_path / "evidence").mkdir()
     (tmp_path / "evidence" / "logdump.jsonl").write_text("\n".join(map(json.dumps, dump)))
@@ -56,6 +57,7 @@ def test_a_campaign_run_says_what_the_broker_made_of_each_late_request(tmp_path:
         "not-appended": 1,
         "after-abort-marker": 1,
         "after-commit-marker": 1,
+        "inside-next-transaction": 1,
     }
     assert error_name(90) == "PRODUCER_FENCED" and error_name(None) == "no answer"
     assert late_request_summary(tmp_path / "missing") == {}

@@ -55,8 +55,10 @@ def held_requests(run_dir: Path) -> list[dict[str, Any]]:
 def _produce_fates(run_dir: Path, produces: list[dict[str, Any]]) -> Counter[str]:
     """For each delivered held Produce: ``appended-late`` when its batch (producer, epoch,
     base sequence) is in the leader's log twice or once after its transaction's marker,
-    else ``not-appended``; and whether it came ``after-marker`` (its transaction already
-    ended in the log when it was delivered) or ``before-marker``."""
+    else ``not-appended``; whether it came ``after-{commit,abort}-marker`` (its transaction
+    already ended in the log when it was delivered) or ``before-marker``; and
+    ``inside-next-transaction`` when the producer's next transaction had written to the
+    partition before it came."""
     fates: Counter[str] = Counter()
     dump = run_dir / "evidence" / "logdump.jsonl"
     if not produces or not dump.exists():
@@ -92,6 +94,10 @@ def _produce_fates(run_dir: Path, produces: list[dict[str, Any]]) -> Counter[str
         if end is not None:
             after = end["create_time"] <= h["released_at_ms"]
             fates[f"after-{end['marker'].lower()}-marker" if after else "before-marker"] += 1
+            following = [r for r in mine if r["offset"] > end["offset"] and not r.get("marker")]
+            if following and min(r["create_time"] for r in following) <= h["released_at_ms"]:
+                # The producer's next transaction had written here already.
+                fates["inside-next-transaction"] += 1
     return fates
 
 
