@@ -94,7 +94,11 @@ def _produce_fates(run_dir: Path, produces: list[dict[str, Any]]) -> Counter[str
         if end is not None:
             after = end["create_time"] <= h["released_at_ms"]
             fates[f"after-{end['marker'].lower()}-marker" if after else "before-marker"] += 1
-            following = [r for r in mine if r["offset"] > end["offset"] and not r.get("marker")]
+            following = [
+                r
+                for r in mine
+                if r["offset"] > end["offset"] and not r.get("marker") and r not in copies
+            ]
             if following and min(r["create_time"] for r in following) <= h["released_at_ms"]:
                 # The producer's next transaction had written here already.
                 fates["inside-next-transaction"] += 1
