@@ -187,6 +187,16 @@ END_TXN_API_KEY = 26
 NEXT_TXN_API_KEYS = (24, 0)
 
 
+def _processor_tid(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]:
+    """The processor a pick points at and its transactional id now."""
+    instance, _pid = _processor(ctx, params)
+    assert ctx.clients is not None
+    tid = ctx.clients.transactional_ids().get(instance)
+    if tid is None:
+        raise FaultError(f"processor instance {instance} has no transactional id yet")
+    return instance, tid
+
+
 def late_endtxn_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
     return {
         "pick": rng.randrange(1 << 30),
@@ -208,11 +218,7 @@ def late_endtxn_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, An
     epoch at every EndTxn) refuses the late request; one that does not applies it to the
     transaction under way.
     """
-    instance, _pid = _processor(ctx, params)
-    assert ctx.clients is not None
-    tid = ctx.clients.transactional_ids().get(instance)
-    if tid is None:
-        raise FaultError(f"processor instance {instance} has no transactional id yet")
+    instance, tid = _processor_tid(ctx, params)
     node = ctx.cluster.txn_coordinator(tid)
     if node is None:
         raise FaultError(f"no transaction coordinator known for {tid}")
@@ -290,11 +296,7 @@ def late_produce_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, A
     makes of the original (appended, or refused by its sequence, its epoch or partition
     verification) is in the stop's record and the log dump.
     """
-    instance, _pid = _processor(ctx, params)
-    assert ctx.clients is not None
-    tid = ctx.clients.transactional_ids().get(instance)
-    if tid is None:
-        raise FaultError(f"processor instance {instance} has no transactional id yet")
+    instance, tid = _processor_tid(ctx, params)
     nodes = ctx.cluster.node_ids()
     arms = {
         str(node): ctx.cluster.hold_request(
