@@ -183,3 +183,9 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
     assert events and all(e.kind == "coordinator-at" for e in events)
     assert all(e.params["fault"] == "pause" and e.params["at"] == "before-commit" for e in events)
     assert all(1.0 <= e.duration <= 15.0 for e in events)
+    for name, kind in (("delayed-endtxn", "late-endtxn"), ("delayed-produce", "late-produce")):
+        options = RunOptions(workload="eos", time_limit=60, seed=5, nemesis=name)
+        events = plan(options, True, 10.0).events
+        assert len(events) >= 4 and {e.kind for e in events} == {kind}
+        assert all(6.0 <= e.duration <= 10.0 for e in events)
+        assert all(0 <= e.params["release_delay_ms"] < 400 for e in events)
