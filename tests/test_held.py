@@ -33,8 +33,13 @@ def test_a_campaign_run_says_what_the_broker_made_of_each_late_request(tmp_path:
         "f": "stop",
         "value": {
             "kind": "late-produce",
-            "held": [_held(0, 1500, 0), _held(5, 3500, 19)],
-            "late_delivered": 2,
+            # The third names its topic by id, as Produce v13 does.
+            "held": [
+                _held(0, 1500, 0),
+                _held(5, 3500, 19),
+                {**_held(6, 3500, 45), "topic": "ab" * 16},
+            ],
+            "late_delivered": 3,
         },
     }
     (tmp_path / "history.jsonl").write_text(json.dumps({"f": "poll"}) + "\n" + json.dumps(stop))
@@ -50,11 +55,15 @@ def test_a_campaign_run_says_what_the_broker_made_of_each_late_request(tmp_path:
     (tmp_path / "evidence").mkdir()
     (tmp_path / "evidence" / "logdump.jsonl").write_text("\n".join(map(json.dumps, dump)))
     summary = late_request_summary(tmp_path)
-    assert summary["held"] == summary["delivered"] == 2
-    assert summary["answers"] == {"NONE": 1, "NOT_ENOUGH_REPLICAS": 1}
+    assert summary["held"] == summary["delivered"] == 3
+    assert summary["answers"] == {
+        "NONE": 1,
+        "NOT_ENOUGH_REPLICAS": 1,
+        "OUT_OF_ORDER_SEQUENCE_NUMBER": 1,
+    }
     assert summary["produce_fates"] == {
         "appended-late": 1,
-        "not-appended": 1,
+        "not-appended": 2,
         "after-abort-marker": 1,
         "after-commit-marker": 1,
         "inside-next-transaction": 1,

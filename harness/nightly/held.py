@@ -63,24 +63,26 @@ def _produce_fates(run_dir: Path, produces: list[dict[str, Any]]) -> Counter[str
     dump = run_dir / "evidence" / "logdump.jsonl"
     if not produces or not dump.exists():
         return fates
-    wanted = {(h["topic"], h["partition"]) for h in produces}
+    # A producer's rows only: its batches and markers are all a fate needs.
+    producers = {h["producer_id"] for h in produces}
     rows: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     with dump.open() as f:
         for line in f:
             row = json.loads(line)
-            if (row.get("topic"), row.get("partition")) in wanted:
+            if row.get("producerId") in producers and "topic" in row:
                 rows.setdefault((row["topic"], row["partition"], row["node"]), []).append(row)
+    topics = {t for t, _, _ in rows}
     for h in produces:
-        replicas = [r for (t, p, _), r in rows.items() if (t, p) == (h["topic"], h["partition"])]
+        # Produce v13 names a topic by id (the toxic records it in hex): any topic then.
+        named = h["topic"] if h["topic"] in topics else None
+        replicas = [
+            r
+            for (t, p, _), r in rows.items()
+            if p == h["partition"] and named in (None, t) and any(_same_batch(x, h) for x in r)
+        ]
         log = max(replicas, key=len, default=[])
         mine = [r for r in log if r.get("producerId") == h["producer_id"]]
-        copies = [
-            r
-            for r in mine
-            if r.get("producerEpoch") == h["producer_epoch"]
-            and r.get("sequence") == h["base_sequence"]
-            and not r.get("marker")
-        ]
+        copies = [r for r in mine if _same_batch(r, h)]
         if not copies:
             fates["batch-not-in-log"] += 1
             continue
@@ -103,6 +105,16 @@ def _produce_fates(run_dir: Path, produces: list[dict[str, Any]]) -> Counter[str
                 # The producer's next transaction had written here already.
                 fates["inside-next-transaction"] += 1
     return fates
+
+
+def _same_batch(row: dict[str, Any], held: dict[str, Any]) -> bool:
+    """``row`` is the first record of the held batch (or of a copy of it)."""
+    return (
+        row.get("producerId") == held["producer_id"]
+        and row.get("producerEpoch") == held["producer_epoch"]
+        and row.get("sequence") == held["base_sequence"]
+        and not row.get("marker")
+    )
 
 
 def late_request_summary(run_dir: Path) -> dict[str, Any]:
