@@ -9,6 +9,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,19 +140,31 @@ def test_slow_and_late_request(ctx: FaultContext) -> None:
     assert [t["name"] for t in c.toxiproxy.toxics(c.proxy_name(d["targets"][0]))] == ["kafka_hold"]
 
 
+def _processor_producer(ctx: FaultContext, prefix: str) -> tuple[Clients, str, Any]:
+    """A transactional producer, initialised, that the stand-in supervisor lists as
+    processor 1 (so processor-aimed faults find its transactional id)."""
+    from confluent_kafka import Producer
+
+    clients = ctx.clients
+    assert isinstance(clients, Clients)
+    tid = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    clients.tids = {1: tid}
+    producer = Producer(
+        {"log_level": 0, "bootstrap.servers": ctx.cluster.bootstrap, "transactional.id": tid}
+    )
+    producer.init_transactions(30)
+    return clients, tid, producer
+
+
 def test_late_endtxn_delivers_the_held_commit_after_the_next_transaction_began(
     ctx: FaultContext,
 ) -> None:
     """The fault aims at the processor's coordinator and says, from the proxy, when the
     EndTxn was held, what released it and what the broker answered the late copy."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaException
 
-    c, clients = ctx.cluster, ctx.clients
-    assert isinstance(clients, Clients)
-    tid = f"late-{uuid.uuid4().hex[:8]}"
-    clients.tids = {1: tid}
-    producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
-    producer.init_transactions(30)
+    c = ctx.cluster
+    clients, tid, producer = _processor_producer(ctx, "late")
     d = _run(ctx, "late-endtxn", pick=0, end_txn="commit", release_delay_ms=200)
     assert d["targets"] == [c.txn_coordinator(tid)] and d["transactional_id"] == tid
     commit_one_then_begin_next(producer, clients.output_topic)
@@ -172,19 +185,13 @@ def test_late_produce_delivers_the_held_batch_after_its_transaction_aborted(
     stop's record says which batch (producer, epoch, partition, sequence) and what the leader
     said, and the log dump shows the abort marker before it and the batch not appended
     (partition verification and the producer's sequence both refuse it)."""
-    from confluent_kafka import Producer
-
     from harness.substrate.evidence import read_logdump
 
-    c, clients = ctx.cluster, ctx.clients
-    assert isinstance(clients, Clients)
-    tid = f"latep-{uuid.uuid4().hex[:8]}"
-    clients.tids = {1: tid}
-    producer = Producer({"log_level": 0, "bootstrap.servers": c.bootstrap, "transactional.id": tid})
-    producer.init_transactions(30)
+    c = ctx.cluster
+    clients, tid, producer = _processor_producer(ctx, "latep")
     d = _run(ctx, "late-produce", pick=0, release_delay_ms=500)
     leader = c.leader(clients.output_topic, 0)
-    assert d["targets"] == c.node_ids()
+    assert d["targets"] == c.node_ids() and d["transactional_id"] == tid
     producer.begin_transaction()
     producer.produce(clients.output_topic, value=b"aborted", partition=0)
     assert producer.flush(30) == 0

@@ -85,9 +85,7 @@ def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> Run
     from harness.substrate.api import shape_from_args
 
     workload = get(args.workload)
-    # Rejects a flag of the other workload, like `run` does.
-    base = workload_options_from_args(args, seed)
-    chosen: dict[str, Any] = {"seed": seed, **(workload.spec.isolate(tag) if tag else {})}
+    chosen: dict[str, Any] = workload.spec.isolate(tag) if tag else {}
     if args.workload == "eos":
         chosen["variant"] = variant
     return RunOptions(
@@ -100,7 +98,8 @@ def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> Run
         nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval,
         nemesis_duration=args.nemesis_duration,
-        workload_options=replace(base, **chosen),
+        # Rejects a flag of the other workload, like `run` does.
+        workload_options=workload_options_from_args(args, seed, chosen),
         **shape_from_args(args),
     )
 

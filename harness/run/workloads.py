@@ -132,12 +132,15 @@ def workload_values(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, A
     return values
 
 
-def workload_options_from_args(args: argparse.Namespace, seed: int) -> Any:
-    """The options of ``args.workload`` from the parsed flags. A flag of another workload is
-    an error: a command line never carries an option that does nothing."""
+def workload_options_from_args(
+    args: argparse.Namespace, seed: int, extra: dict[str, Any] | None = None
+) -> Any:
+    """The options of ``args.workload`` from the parsed flags (and ``extra`` fields over
+    them). A flag of another workload is an error: a command line never carries an option
+    that does nothing."""
     spec = get(args.workload).spec
     mine = {o.dest for o in spec.cli}
     foreign = sorted(o.flag for o in _flags() if hasattr(args, o.dest) and o.dest not in mine)
     if foreign:
         raise HarnessError(f"{', '.join(foreign)}: not an option of --workload {spec.name}")
-    return spec.options_from_dict({**workload_values(args, spec), "seed": seed})
+    return spec.options_from_dict({**workload_values(args, spec), "seed": seed, **(extra or {})})
