@@ -6,8 +6,8 @@
 
 ``--mode eos`` (default): the eos history checks (``checkers.eos_checks.check_eos``, what
 ``python -m checkers RUN_DIR`` runs for ``history.jsonl``) against ``checkers.eos_pyref``, on
-synthetic valid eos histories of SIZE ops (:mod:`synth_eos`). ``--mode logdump``: the
-broker-log checks on synthetic log dumps of SIZE records (:mod:`synth_logdump`).
+synthetic valid eos histories of SIZE ops (:mod:`history.synthetic_eos`). ``--mode logdump``: the
+broker-log checks on synthetic log dumps of SIZE records (:mod:`history.synthetic_logdump`).
 
 Every measurement runs in a child process so its peak memory can be read with ``getrusage``:
 the Python process's own peak and, for Spark, the JVM's (the child reaps it before exiting).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
 
 _EOS_SPARK = """
 import json, resource, sys, time
@@ -158,13 +158,13 @@ def _fmt(m: dict[str, Any]) -> str:
 
 def _generate(mode: str, run: Path, size: int) -> tuple[Path, dict[str, Any]]:
     if mode == "eos":
-        from synth_eos import generate
+        from history.synthetic_eos import generate
 
         target = run / "history.jsonl"
         run.mkdir(parents=True, exist_ok=True)
         stats = generate(target, size)
     else:
-        from synth_logdump import generate as generate_dump
+        from history.synthetic_logdump import generate as generate_dump
 
         (run / "evidence").mkdir(parents=True, exist_ok=True)
         target = run / "evidence" / "logdump.jsonl"

@@ -15,13 +15,10 @@ New subcommands are added in :func:`build_parser`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from checkers.queue import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
 from common.errors import OneLineParser
@@ -90,130 +87,6 @@ def _run_queue(args: argparse.Namespace) -> int:
     return EXIT_VALID if result["valid"] else EXIT_INVALID
 
 
-def _merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Combine the partial verdicts of the run-dir checks into the printed result.
-
-    Two shapes of part exist: broker-log evidence names its anomaly types per checker
-    (``anomalies`` and ``bad_anomaly_types`` inside each checker), the eos checks name them
-    at part level (``anomalies`` = counts of the checks that failed, one checker per type,
-    ``liveness`` beside). A part whose own ``valid`` is false always makes the run invalid,
-    whatever shape it has, so no part can be lost in the merge.
-    """
-    checkers: dict[str, Any] = {}
-    anomalies: dict[str, int] = {}
-    bad: set[str] = set()
-    errors: dict[str, str] = {}
-    stats: dict[str, Any] = {}
-    liveness: dict[str, Any] = {}
-    notes: list[str] = []
-    for name, part in parts.items():
-        if part.get("valid") == "unknown" or "error" in part:
-            errors[name] = str(part.get("error", "unknown verdict"))
-        part_bad: set[str] = set(part.get("bad_anomaly_types", []))
-        for cname, res in part.get("checkers", {}).items():
-            checkers[cname] = res
-            anomalies.update(res.get("anomalies", {}))
-            part_bad.update(res.get("bad_anomaly_types", []))
-            if res.get("valid") is False and "anomalies" not in res:
-                part_bad.add(cname)  # an eos check: the checker is the anomaly type
-            if res.get("valid") == "unknown":
-                errors[cname] = str(res.get("error", "unknown verdict"))
-        anomalies.update(part.get("anomalies", {}))
-        if part.get("valid") is False and not part_bad:
-            part_bad = {t for t, n in part.get("anomalies", {}).items() if n} or {name}
-        bad |= part_bad
-        if "stats" in part:
-            stats[name] = part["stats"]
-        if "liveness" in part:
-            liveness[name] = part["liveness"]
-        notes += part.get("input_notes", [])
-    valid: bool | str = False if bad else ("unknown" if errors else True)
-    out: dict[str, Any] = {
-        "valid": valid,
-        "anomalies": dict(sorted(anomalies.items())),
-        "bad_anomaly_types": sorted(bad),
-        "checkers": checkers,
-    }
-    if liveness:
-        out["liveness"] = liveness
-    if errors:
-        out["errors"] = errors
-    if stats:
-        out["stats"] = stats
-    if notes:
-        out["input_notes"] = notes
-    return out
-
-
-def _write_results(run_dir: Path, result: dict[str, Any]) -> None:
-    """``results.json`` beside the run, replaced atomically; a read-only run is not an error."""
-    target = run_dir / "results.json"
-    tmp = run_dir / f".results.json.{os.getpid()}.tmp"
-    with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        tmp.replace(target)
-
-
-class RunDirUnusable(Exception):
-    """The run directory cannot be judged at all (nothing to check, or unusable input)."""
-
-
-def judge_run_dir(
-    path: str | Path,
-    *,
-    spark_master: str | None = None,
-    transaction_version: int | None = None,
-    max_examples: int = 8,
-) -> dict[str, Any]:
-    """Run every applicable check on a stored run directory and write ``results.json``.
-
-    Returns the merged verdict (``valid`` is True, False or "unknown"). A Spark session that
-    is already running in this process (a test session's) is reused and left running; one
-    started here is stopped before returning. Raises :class:`RunDirUnusable` when there is
-    nothing to check or the input is unusable (``results.json`` then says so).
-    """
-    from checkers.suites import RunContext, checks_for, read_config
-    from history.logdump import CheckerInputError
-
-    run_dir = Path(path)
-    config = read_config(run_dir)
-    try:
-        checks = checks_for(run_dir, config)
-    except CheckerInputError as e:
-        raise RunDirUnusable(str(e)) from e
-    if not checks:
-        raise RunDirUnusable(
-            f"nothing to check in {run_dir}: no history.jsonl and no evidence/logdump.jsonl"
-        )
-    ctx = RunContext(run_dir, spark_master, transaction_version, max_examples, config)
-    parts: dict[str, dict[str, Any]] = {}
-    started_spark = False
-    if any(c.spark for c in checks) and _spark_running() is False:
-        # One session for every check of this run, stopped (JVM included) at the end.
-        from checkers.log_rules import unknown_result
-        from checkers.spark import spark_error, start_spark
-
-        try:
-            start_spark(spark_master)
-            started_spark = True
-        except Exception as e:
-            err = str(spark_error(e))
-            parts = {c.name: unknown_result(err) for c in checks if c.spark}
-            checks = [c for c in checks if not c.spark]
-    try:
-        for check in checks:
-            parts[check.name] = check.run(ctx)
-    except CheckerInputError as e:
-        _write_results(run_dir, {"valid": "unknown", "error": str(e), "checkers": {}})
-        raise RunDirUnusable(str(e)) from e
-    finally:
-        if started_spark:
-            _stop_spark()
-    result = _merge_verdicts(parts)
-    _write_results(run_dir, result)
-    return result
-
-
 def check_run_dir(
     path: str | Path,
     *,
@@ -222,6 +95,8 @@ def check_run_dir(
     max_examples: int = 8,
 ) -> int:
     """``python -m checkers RUN_DIR``: judge, print the verdict, return the exit status."""
+    from checkers.judge import RunDirUnusable, judge_run_dir
+
     run_dir = Path(path)
     try:
         result = judge_run_dir(
@@ -240,22 +115,6 @@ def check_run_dir(
         print(f"checkers: cannot judge {run_dir}: {first}", file=sys.stderr)
         return EXIT_UNUSABLE
     return EXIT_VALID if result["valid"] else EXIT_INVALID
-
-
-def _spark_running() -> bool | None:
-    """Whether a Spark session is running in this process (None: pyspark not installed)."""
-    try:
-        from checkers.spark import active_session
-    except ImportError:
-        return None
-    return active_session() is not None
-
-
-def _stop_spark() -> None:
-    with contextlib.suppress(ImportError):
-        from checkers.spark import stop_spark
-
-        stop_spark()
 
 
 def _run_dir_parser() -> argparse.ArgumentParser:

@@ -372,11 +372,12 @@ def _failed_writer_records(fr: EosFrames, log: EosLog | None) -> DataFrame:
     its headers name ended ``fail``) and ``premature``: such a record committed by a COMMIT
     marker the broker wrote before the client recorded that failure (see
     :func:`check_premature_commit`). Built once per run and persisted: two checks read it."""
-    if _FAILED_WRITERS not in fr.extras:
-        d = _build_failed_writer_records(fr, log).persist(StorageLevel.MEMORY_AND_DISK)
-        fr.persisted.append(d)
-        fr.extras[_FAILED_WRITERS] = d
-    return fr.extras[_FAILED_WRITERS]
+    with fr.lock:
+        if _FAILED_WRITERS not in fr.extras:
+            d = _build_failed_writer_records(fr, log).persist(StorageLevel.MEMORY_AND_DISK)
+            fr.persisted.append(d)
+            fr.extras[_FAILED_WRITERS] = d
+        return fr.extras[_FAILED_WRITERS]
 
 
 _FAILED_WRITERS = "failed-writer-records"
@@ -538,6 +539,11 @@ CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]
 }
 
 
+#: How many checks run at once: each is a few small queries whose planning takes one core, so
+#: on two cores three side by side keep both busy.
+CHECK_THREADS = 3
+
+
 def _error(e: BaseException) -> str:
     return str(spark_error(e))
 
@@ -549,26 +555,53 @@ def eos_checks(spark: SparkSession, run_dir: Path, *, max_examples: int = 8) -> 
     try:
         return _eos_checks(spark, loaded, Path(run_dir), max_examples)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+        _restore(spark, saved)
+
+
+def prepare_eos(spark: SparkSession, run_dir: Path) -> None:
+    """Convert the history and parse its views into the run's caches, without checking.
+
+    Why: the conversion is most of a short run's check, and it needs only the history, so
+    the harness runs it while the cluster stops and its logs are dumped; the check itself
+    then reads the caches. Input errors are left for the check to report.
+    """
+    try:
+        loaded = load_history(spark, run_dir)
+    except CheckerInputError:
+        return
+    saved = _tune(spark, loaded.rows)
+    try:
+        build(spark, loaded).release()
+    finally:
+        _restore(spark, saved)
+
+
+def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
 
 
 #: Session settings by history size. Small runs (tests, short real runs) are dominated by
 #: per-query overhead: adaptive planning and whole-stage code generation cost more than they
-#: save (measured: about 3x faster without). Big runs are dominated by rows: generated code
-#: and adaptive coalescing of shuffle partitions win there.
+#: save (measured: about 3x faster without), and so does compiling expressions at all
+#: (interpreted: 9.2 s against 12.4 s for a 60 s run's checks in a warm JVM, two shuffle
+#: partitions included). Big runs are dominated by rows: generated code and adaptive
+#: coalescing of shuffle partitions win there.
 SMALL_RUN = 200_000
 _TUNE_SMALL = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "2",
     "spark.sql.autoBroadcastJoinThreshold": str(64 << 20),
 }
 _TUNE_BIG = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
     "spark.sql.autoBroadcastJoinThreshold": str(64 << 20),
 }
 
@@ -595,7 +628,9 @@ def _eos_checks(
             name: (lambda fn=fn: fn(fr, max_examples, spark, run_dir))
             for name, fn in CHECKS.items()
         }
-        out = X.run_checks(checks, lambda: eos_rules.check_progress(fr, max_examples), _error)
+        out = X.run_checks(
+            checks, lambda: eos_rules.check_progress(fr, max_examples), _error, CHECK_THREADS
+        )
     finally:
         fr.release()
     if loaded.notes:

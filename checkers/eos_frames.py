@@ -14,6 +14,7 @@ input it came from), ``ident`` (the input's identity, as in :mod:`checkers.eos_p
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,8 @@ class EosFrames:
     #: Per-run helpers built on first use (the broker log join, :mod:`checkers.eos_log`);
     #: anything with a ``release`` method is released with the frames.
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Held while a per-run helper is built on first use: the checks run in threads.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def readable(self) -> list[int]:

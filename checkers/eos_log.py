@@ -12,6 +12,7 @@ in plain Python (``RunLog``), and the tests demand equal examples.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,16 +40,18 @@ class EosLog:
     def __init__(self, ev: Evidence) -> None:
         self.ev = ev
         self._positions: dict[str, DataFrame] = {}
+        self._lock = threading.Lock()
 
     def positions(self, topic: str) -> DataFrame:
         """:func:`checkers.log_evidence.log_positions` of ``topic``, persisted for the run."""
         from checkers.log_evidence import log_positions
 
-        if topic not in self._positions:
-            df = log_positions(self.ev, topic).persist(StorageLevel.MEMORY_AND_DISK)
-            self.ev._persisted.append(df)
-            self._positions[topic] = df
-        return self._positions[topic]
+        with self._lock:
+            if topic not in self._positions:
+                df = log_positions(self.ev, topic).persist(StorageLevel.MEMORY_AND_DISK)
+                self.ev._persisted.append(df)
+                self._positions[topic] = df
+            return self._positions[topic]
 
     def marker_times(self, topic: str) -> DataFrame:
         """(node, partition, offset, create_time) of every marker of ``topic``: when the
@@ -86,15 +89,16 @@ class EosLog:
 
 def run_log(fr: EosFrames, spark: SparkSession, run_dir: Path) -> EosLog | None:
     """The run's :class:`EosLog` (built on first use), or None if the run has no dump."""
-    if _KEY in fr.extras:
-        return fr.extras[_KEY]
-    from checkers.log_evidence import prepare
+    with fr.lock:
+        if _KEY in fr.extras:
+            return fr.extras[_KEY]
+        from checkers.log_evidence import prepare
 
-    log = None
-    if logdump_path(run_dir).is_file():
-        log = EosLog(prepare(load_logdump(spark, run_dir).df))
-    fr.extras[_KEY] = log
-    return log
+        log = None
+        if logdump_path(run_dir).is_file():
+            log = EosLog(prepare(load_logdump(spark, run_dir).df))
+        fr.extras[_KEY] = log
+        return log
 
 
 __all__ = ["EosLog", "Where", "run_log"]

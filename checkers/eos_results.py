@@ -14,6 +14,7 @@ builder); :func:`check_result` then fetches the ops once for all examples and fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -505,16 +506,23 @@ def run_checks(
     checks: Mapping[str, Callable[[], dict[str, Any]]],
     progress: Callable[[], dict[str, Any]],
     describe: Callable[[BaseException], str] = error_text,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Run every check and the liveness check, each guarded the same way.
+    """Run every check and the liveness check, each guarded the same way, ``workers`` at a
+    time (the Spark checks are many small queries, each mostly one core of planning).
 
     Unusable input (:class:`CheckerInputError`) is raised; any other exception makes that
     one check :func:`unknown` (never valid) and leaves the others to run.
     """
-    results: dict[str, dict[str, Any]] = {}
-    for name in SAFETY_CHECKS:
-        results[name] = _guarded(checks[name], describe)
-    return combine_eos(results, _guarded(progress, describe))
+    jobs = {name: checks[name] for name in SAFETY_CHECKS} | {"": progress}
+    if workers <= 1:
+        done = {name: _guarded(fn, describe) for name, fn in jobs.items()}
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="eos-check") as pool:
+            futures = {name: pool.submit(_guarded, fn, describe) for name, fn in jobs.items()}
+        done = {name: f.result() for name, f in futures.items()}
+    liveness = done.pop("")
+    return combine_eos(done, liveness)
 
 
 def _guarded(fn: Callable[[], dict[str, Any]], describe: Callable[[BaseException], str]) -> dict:

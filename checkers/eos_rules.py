@@ -113,8 +113,13 @@ def ident_table(fr: EosFrames) -> DataFrame:
     aggregation: almost every key occurs twice (a seed and its copy), so a partial
     aggregation before the shuffle would only cost time.
     """
-    if fr.idents is not None:
+    with fr.lock:
+        if fr.idents is None:
+            fr.idents = _ident_table(fr)
         return fr.idents
+
+
+def _ident_table(fr: EosFrames) -> DataFrame:
     placed = F.col("src_p").isNotNull() & F.col("src_o").isNotNull()
     seeds = fr.seeds.filter(placed).select(
         pack(F.col("src_p"), F.col("src_o")).alias("k"),

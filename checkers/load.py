@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,6 +257,17 @@ def publish_derived(
 # Log dumps
 
 
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _converting(source: Path) -> threading.Lock:
+    """Held while a source is converted: checks running side by side (the broker-log checks
+    and the eos checks both read the dump) convert it once, the later one reads the cache."""
+    with _locks_guard:
+        return _locks.setdefault(source.resolve(), threading.Lock())
+
+
 def load_logdump(
     spark: SparkSession, run_or_file: str | os.PathLike[str], *, cache: bool = True
 ) -> Loaded:
@@ -264,9 +276,16 @@ def load_logdump(
     Also adds ``_row``, increasing in file order, used only to order duplicate offsets
     deterministically. Raises :class:`CheckerInputError` for unusable input.
     """
+    source = logdump_path(run_or_file)
+    if not cache:
+        return _load_logdump(spark, source, cache)
+    with _converting(source):
+        return _load_logdump(spark, source, cache)
+
+
+def _load_logdump(spark: SparkSession, source: Path, cache: bool) -> Loaded:
     from pyspark.sql import functions as F
 
-    source = logdump_path(run_or_file)
     if not source.is_file():
         raise CheckerInputError(f"{source}: no such log dump")
     header = read_header(source)
@@ -420,6 +439,13 @@ def load_history(
     rule and the same one-line errors as every other history consumer.
     """
     source = history_path(run_or_file)
+    if not cache:
+        return _load_history(spark, source, cache)
+    with _converting(source):
+        return _load_history(spark, source, cache)
+
+
+def _load_history(spark: SparkSession, source: Path, cache: bool) -> Loaded:
     if not source.is_file():
         raise CheckerInputError(f"{source}: no such history")
     data, manifest, meta = _cached(source, "history", cache)

@@ -30,6 +30,7 @@ Public API::
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,13 +99,16 @@ class Evidence:
     _txn: DataFrame | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
     _persisted: list[DataFrame] = field(default_factory=list)
+    #: Held while a shared frame or figure is built on first use: checks run in threads.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def txn(self) -> DataFrame:
         """Producer records with the per-producer state machine's columns (see _txn_frame)."""
-        if self._txn is None:
-            self._txn = _txn_frame(self.base).persist(StorageLevel.MEMORY_AND_DISK)
-            self._persisted.append(self._txn)
-        return self._txn
+        with self.lock:
+            if self._txn is None:
+                self._txn = _txn_frame(self.base).persist(StorageLevel.MEMORY_AND_DISK)
+                self._persisted.append(self._txn)
+            return self._txn
 
     def release(self) -> None:
         """Drop cached data (the session may live on, e.g. in tests)."""
@@ -508,9 +512,14 @@ def _epoch_stats(ev: Evidence) -> dict[str, Any]:
 
     Per-replica counts come from the (tiny) replica summary, collected to the driver.
     """
-    cached = ev._cache.get("epoch_stats")
-    if cached is not None:
+    with ev.lock:
+        cached = ev._cache.get("epoch_stats")
+        if cached is None:
+            cached = ev._cache["epoch_stats"] = _count_epoch_stats(ev)
         return cached
+
+
+def _count_epoch_stats(ev: Evidence) -> dict[str, Any]:
     summary = [r.asDict() for r in ev.summary.collect()]
     refs: dict[tuple[str, str, int], int] = {}
     for r in summary:
@@ -571,7 +580,6 @@ def _epoch_stats(ev: Evidence) -> dict[str, Any]:
             "open": n("out_open"),
         },
     }
-    ev._cache["epoch_stats"] = out
     return out
 
 
@@ -1003,8 +1011,10 @@ def check_evidence(
     *,
     transaction_version: int | str | None = None,
     max_examples: int = 8,
+    spark: SparkSession | None = None,
 ) -> dict[str, Any]:
-    """All broker-log checks on ``run_dir`` (or a dump file), with a session for the run.
+    """All broker-log checks on ``run_dir`` (or a dump file), with the given session or one
+    for the run.
 
     Unusable input raises :class:`CheckerInputError`; any Spark failure gives
     ``{"valid": "unknown", "error": ...}``. A session already running in the process is reused
@@ -1013,11 +1023,12 @@ def check_evidence(
     path = logdump_path(run_dir)
     if not path.is_file():
         raise CheckerInputError(f"{path}: no such log dump")
+    opts = {"transaction_version": transaction_version, "max_examples": max_examples}
     try:
-        with spark_session(spark_master) as spark:
-            return evidence_checks(
-                spark, run_dir, transaction_version=transaction_version, max_examples=max_examples
-            )
+        if spark is not None:
+            return evidence_checks(spark, run_dir, **opts)
+        with spark_session(spark_master) as s:
+            return evidence_checks(s, run_dir, **opts)
     except CheckerInputError:
         raise
     except Exception as e:  # any Spark/py4j failure is "cannot judge", never "valid"

@@ -30,6 +30,9 @@ class RunContext:
     transaction_version: int | None = None
     max_examples: int = 8
     config: dict[str, Any] | None = None
+    #: The Spark session this check uses (its own, so its SQL settings are its own); None
+    #: for a check without Spark, or to let the check find or start one.
+    spark: Any = None
 
     @property
     def workload_options(self) -> dict[str, Any]:
@@ -47,13 +50,16 @@ class RunDirCheck:
     partial verdict ``{"checkers": {name: result, ...}}`` (optionally ``stats``,
     ``input_notes``, or ``valid: "unknown"`` with ``error``) and raises
     :class:`history.logdump.CheckerInputError` for unusable input. Checks with ``spark`` share
-    one session, started only when one of them runs.
+    one Spark context, started only when one of them runs, each in a session of its own.
+    ``prepare(ctx)``, if given, does the check's costly conversion of its input ahead of the
+    check (:meth:`checkers.judge.Judgement.prepare`), leaving caches the check then reads.
     """
 
     name: str
     applies: Callable[[Path], bool]
     run: Callable[[RunContext], dict[str, Any]]
     spark: bool = True
+    prepare: Callable[[RunContext], None] | None = None
 
 
 def _has_history(run_dir: Path) -> bool:
@@ -74,13 +80,20 @@ def _evidence_run(ctx: RunContext) -> dict[str, Any]:
         ctx.spark_master,
         transaction_version=ctx.transaction_version,
         max_examples=ctx.max_examples,
+        spark=ctx.spark,
     )
 
 
 def _eos_run(ctx: RunContext) -> dict[str, Any]:
     from checkers.eos_checks import check_eos
 
-    return check_eos(ctx.run_dir, max_examples=ctx.max_examples)
+    return check_eos(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+
+
+def _eos_prepare(ctx: RunContext) -> None:
+    from checkers.eos_checks import prepare_eos
+
+    prepare_eos(ctx.spark, ctx.run_dir)
 
 
 def _queue_run(ctx: RunContext) -> dict[str, Any]:
@@ -105,7 +118,7 @@ EVIDENCE = RunDirCheck(
 
 #: EXTENSION POINT: the history suites a workload may name in ``checker_suites``.
 SUITES: dict[str, RunDirCheck] = {
-    "eos": RunDirCheck("eos", _has_history, _eos_run),
+    "eos": RunDirCheck("eos", _has_history, _eos_run, prepare=_eos_prepare),
     "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
 }
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from checkers import suites
-from checkers.cli import judge_run_dir
+from checkers.judge import judge_run_dir
 from common.errors import HarnessError
 from harness.cli import build_parser
 from harness.report.data import load_run

@@ -47,6 +47,7 @@ from harness.substrate.backends import add_backend_argument, open_cluster
 from history import load_history, merge_histories
 
 if TYPE_CHECKING:
+    from checkers.judge import Judgement
     from harness.substrate.api import Cluster
 
 log = logging.getLogger("harness.runner")
@@ -158,12 +159,64 @@ def run(
     """One complete test on a fresh cluster whose evidence goes into the run directory,
     judged by the checkers once the cluster is gone (its log dumps are part of the evidence).
     """
+    from checkers.warm import prewarm
+
     options = complete(options)
     nemeses = build_nemeses(options) if nemeses is None else nemeses
     run_dir = run_dir or start_run_dir(options)
     cluster_config = cluster_config_of(options, run_dir)
     write_config(run_dir, options, {"cluster": _jsonable(asdict(cluster_config))})
-    on_phase("starting the cluster")
+    # Spark starts and warms up while the cluster starts and the load runs; the history is
+    # converted for the checks while the cluster stops and its logs are dumped.
+    timeline = Timeline(run_dir / "timeline.json", on_phase)
+    warm = prewarm()
+    try:
+        timeline.phase("starting the cluster")
+        result, judgement = _run_on_cluster(
+            options, nemeses, run_dir, cluster_config, timeline.phase
+        )
+        timeline.phase("checking")
+        warm.finish()
+        result.verdict = judge(run_dir, judgement=judgement)
+        timeline.phase("judged")
+    finally:
+        warm.close()
+    return result
+
+
+class Timeline:
+    """When each phase of a run began (wall clock), kept in ``timeline.json`` as it goes:
+    where a run's time went, and what ``bench/verdict_latency.py`` measures."""
+
+    def __init__(self, path: Path, on_phase: Callable[[str], None]) -> None:
+        self.path = path
+        self.on_phase = on_phase
+        self.phases: list[dict[str, Any]] = []
+
+    def phase(self, name: str) -> None:
+        now = time.time()
+        self.phases.append(
+            {
+                "phase": name,
+                "wall": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+                + f".{int(now % 1 * 1e6):06d}Z",
+            }
+        )
+        self.path.write_text(json.dumps({"phases": self.phases}, indent=1) + "\n")
+        if name != "judged":
+            self.on_phase(name)
+
+
+def _run_on_cluster(
+    options: RunOptions,
+    nemeses: list[Nemesis],
+    run_dir: Path,
+    cluster_config: ClusterConfig,
+    on_phase: Callable[[str], None],
+) -> tuple[RunResult, Judgement]:
+    """The run on a fresh cluster, and its judgement, prepared while the cluster stops."""
+    from checkers.judge import Judgement
+
     with open_cluster(cluster_config, options.backend) as cluster:
         on_phase("running")
         write_config(
@@ -181,9 +234,9 @@ def run(
         )
         result = execute(cluster, options, run_dir, nemeses)
         on_phase("stopping the cluster, dumping its logs")
-    on_phase("checking")
-    result.verdict = judge(run_dir)
-    return result
+        judgement = Judgement(run_dir)
+        judgement.prepare()
+    return result, judgement
 
 
 def cluster_config_of(options: RunOptions, store: Path | None) -> ClusterConfig:

@@ -1,8 +1,8 @@
 """A run's verdict: the checkers' judgement of its stored evidence, as an exit status.
 
-The harness never judges a run itself; it asks the checkers (``checkers.cli.judge_run_dir``,
-the same code as ``python -m checkers RUN_DIR``) once the cluster is gone and its log dumps
-are on disk, so a re-check of the stored run gives the same answer. A checker that cannot
+The harness never judges a run itself; it asks the checkers (``checkers.judge``, the same code
+as ``python -m checkers RUN_DIR``) once the cluster is gone and its log dumps are on disk, so
+a re-check of the stored run gives the same answer. A checker that cannot
 judge (Spark failed, input unusable, a bug) yields ``valid: "unknown"``, never "valid".
 """
 
@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from checkers.judge import Judgement
 
 log = logging.getLogger("harness.run.verdict")
 
@@ -19,12 +22,13 @@ EXIT_INVALID = 1
 EXIT_UNKNOWN = 2
 
 
-def judge(run_dir: Path, *, spark_master: str | None = None) -> dict[str, Any]:
-    """The checkers' verdict on ``run_dir`` (also written to ``run_dir/results.json``)."""
-    from checkers.cli import RunDirUnusable, judge_run_dir
+def judge(run_dir: Path, *, judgement: Judgement | None = None) -> dict[str, Any]:
+    """The checkers' verdict on ``run_dir`` (also written to ``run_dir/results.json``),
+    completing ``judgement`` if the run started one early (see :mod:`checkers.judge`)."""
+    from checkers.judge import Judgement, RunDirUnusable
 
     try:
-        return judge_run_dir(run_dir, spark_master=spark_master)
+        return (judgement or Judgement(run_dir)).result()
     except RunDirUnusable as e:
         return {"valid": "unknown", "anomalies": {}, "errors": {"input": str(e)}, "checkers": {}}
     except Exception as e:  # a checker bug must not look like a verdict

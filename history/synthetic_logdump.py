@@ -2,7 +2,9 @@
 
 Why: the broker-log checks (:mod:`checkers.log_evidence`) must be measured at millions of
 records; three replicas of transactional producers writing TV2-style transactions give a dump
-that passes every check, so the benchmark times the checks, not anomaly reporting.
+that passes every check, so the benchmark times the checks, not anomaly reporting. A small
+one, with a small :mod:`history.synthetic_eos` history, is what :mod:`checkers.warm` checks to
+warm a Spark JVM up while a run's load goes on.
 """
 
 from __future__ import annotations
