@@ -76,6 +76,17 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
     assert config["kafka_version_resolved"] and config["workload_options"]["time_limit"] == 20
     results = json.loads((run_dir / "results.json").read_text())
     assert "queue" in results["checkers"] and "checker" not in results["checkers"]
+    # Where the run's time went, phase by phase, ending with the verdict.
+    phases = json.loads((run_dir / "timeline.json").read_text())["phases"]
+    assert [p["phase"] for p in phases] == [
+        "starting the cluster",
+        "running",
+        "stopping the cluster, dumping its logs",
+        "checking",
+        "judged",
+    ]
+    walls = [p["wall"] for p in phases]
+    assert walls == sorted(walls), walls
     assert proc.returncode == (0 if results["valid"] is True else 1)
 
     # The report, as a reader sees it.
