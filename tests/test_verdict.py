@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkers.cli import _merge_verdicts
+from checkers.judge import merge_verdicts
 from harness.run.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, exit_status, explain
 
 
@@ -35,7 +35,7 @@ def _evidence_part(bad: dict[str, int], allowed: dict[str, int] | None = None) -
 
 
 def test_clean_parts_are_valid() -> None:
-    merged = _merge_verdicts({"log_evidence": _evidence_part({}), "eos": _eos_part()})
+    merged = merge_verdicts({"log_evidence": _evidence_part({}), "eos": _eos_part()})
     assert merged["valid"] is True
     assert merged["bad_anomaly_types"] == []
     assert merged["liveness"]["eos"]["valid"] is True
@@ -43,7 +43,7 @@ def test_clean_parts_are_valid() -> None:
 
 
 def test_an_eos_anomaly_makes_the_run_invalid() -> None:
-    merged = _merge_verdicts({"log_evidence": _evidence_part({}), "eos": _eos_part(duplicate=3)})
+    merged = merge_verdicts({"log_evidence": _evidence_part({}), "eos": _eos_part(duplicate=3)})
     assert merged["valid"] is False
     assert merged["bad_anomaly_types"] == ["duplicate"]
     assert merged["anomalies"] == {"duplicate": 3}
@@ -52,21 +52,21 @@ def test_an_eos_anomaly_makes_the_run_invalid() -> None:
 
 
 def test_an_evidence_anomaly_makes_the_run_invalid_but_allowed_ones_do_not() -> None:
-    bad = _merge_verdicts({"log_evidence": _evidence_part({"data-epoch-regression": 1})})
+    bad = merge_verdicts({"log_evidence": _evidence_part({"data-epoch-regression": 1})})
     assert bad["valid"] is False and bad["bad_anomaly_types"] == ["data-epoch-regression"]
-    ok = _merge_verdicts({"log_evidence": _evidence_part({}, {"some-allowed": 2})})
+    ok = merge_verdicts({"log_evidence": _evidence_part({}, {"some-allowed": 2})})
     assert ok["valid"] is True and ok["anomalies"] == {"some-allowed": 2}
 
 
 def test_an_invalid_part_without_named_types_is_still_invalid() -> None:
-    merged = _merge_verdicts({"mystery": {"valid": False, "checkers": {}}})
+    merged = merge_verdicts({"mystery": {"valid": False, "checkers": {}}})
     assert merged["valid"] is False and merged["bad_anomaly_types"] == ["mystery"]
 
 
 def test_a_check_that_could_not_run_is_unknown_not_valid() -> None:
     part = _eos_part()
     part["checkers"]["order"] = {"valid": "unknown", "error": "Spark died"}
-    merged = _merge_verdicts({"eos": part})
+    merged = merge_verdicts({"eos": part})
     assert merged["valid"] == "unknown"
     assert exit_status(merged) == EXIT_UNKNOWN
     assert "Spark died" in explain(merged)
@@ -79,7 +79,7 @@ def test_summary_table_names_the_invalid_checkers() -> None:
 
     from harness.run.summary import summary_table
 
-    merged = _merge_verdicts({"eos": _eos_part(duplicate=3)})
+    merged = merge_verdicts({"eos": _eos_part(duplicate=3)})
     out = io.StringIO()
     Console(file=out, width=120, color_system=None).print(summary_table(merged))
     text = out.getvalue()
