@@ -39,6 +39,9 @@ _TXN_INVOKE = (
 )
 _TXN_DONE = "struct<txn:long,outputs:array<array<string>>,offsets:array<array<long>>>"
 _READ = "struct<topic:string,partition:int,isolation:string,records:array<array<string>>>"
+_READ_HEAD = "struct<topic:string,partition:int,isolation:string>"
+#: A final read's value is tens of megabytes at 10M ops, past Jackson's default string limit.
+_BIG = {"maxStringLen": str(2**31 - 1)}
 _GROUP = "struct<offsets:array<array<string>>>"
 _DRAIN = "struct<offsets:array<array<long>>>"
 _WATERMARKS = "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>"
@@ -123,7 +126,7 @@ def parse_small(hist: DataFrame) -> tuple[dict[str, DataFrame], dict[str, Any]]:
         .select(F.col("x")[0].alias("pv"))
         .distinct()
     )
-    reads_raw = _reads_raw(hist)
+    reads_raw = _reads_raw(hist, records=False)
     reads = [
         (int(r["partition"]), bool(r["ok"]), r["topic"])
         for r in reads_raw.select(
@@ -201,15 +204,18 @@ def parse_drain(hist: DataFrame, seeds: DataFrame, txns: DataFrame, parallelism:
     return _drain(reads_raw, seeds, txns)
 
 
-def _reads_raw(hist: DataFrame, parallelism: int | None = None) -> DataFrame:
+def _reads_raw(
+    hist: DataFrame, parallelism: int | None = None, *, records: bool = True
+) -> DataFrame:
     # A substring test first, so read_uncommitted reads (as large) are never JSON-parsed;
-    # the exact isolation test follows the parse.
+    # the exact isolation test follows the parse. Without ``records`` the parser skips them
+    # (they are most of the bytes) instead of building their arrays.
     raw = _op(hist, "read", ("ok", "info"), "final").filter(
         F.col("value").contains("read_committed")
     )
     if parallelism:
         raw = raw.repartition(parallelism, "index")
-    raw = raw.withColumn("r", F.from_json("value", _READ))
+    raw = raw.withColumn("r", F.from_json("value", _READ if records else _READ_HEAD, _BIG))
     return raw.filter(F.col("r.isolation") == "read_committed")
 
 
