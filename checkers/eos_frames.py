@@ -40,8 +40,6 @@ _TXN_INVOKE = (
 _TXN_DONE = "struct<txn:long,outputs:array<array<string>>,offsets:array<array<long>>>"
 _READ = "struct<topic:string,partition:int,isolation:string,records:array<array<string>>>"
 _READ_HEAD = "struct<topic:string,partition:int,isolation:string>"
-#: A final read's value is tens of megabytes at 10M ops, past Jackson's default string limit.
-_BIG = {"maxStringLen": str(2**31 - 1)}
 _GROUP = "struct<offsets:array<array<string>>>"
 _DRAIN = "struct<offsets:array<array<long>>>"
 _WATERMARKS = "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>"
@@ -215,7 +213,7 @@ def _reads_raw(
     )
     if parallelism:
         raw = raw.repartition(parallelism, "index")
-    raw = raw.withColumn("r", F.from_json("value", _READ if records else _READ_HEAD, _BIG))
+    raw = raw.withColumn("r", F.from_json("value", _READ if records else _READ_HEAD))
     return raw.filter(F.col("r.isolation") == "read_committed")
 
 
