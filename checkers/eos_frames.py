@@ -32,18 +32,8 @@ from history.eos_records import (
     SEED_PATTERN,
 )
 
-_VALUES = "struct<values:array<array<string>>>"
-_TXN_INVOKE = (
-    "struct<txn:long,transactional_id:string,generation:long,member_id:string,"
-    "inputs:array<array<string>>>"
-)
-_TXN_DONE = "struct<txn:long,outputs:array<array<string>>,offsets:array<array<long>>>"
-_READ = "struct<topic:string,partition:int,isolation:string,records:array<array<string>>>"
-_READ_HEAD = "struct<topic:string,partition:int,isolation:string>"
 _GROUP = "struct<offsets:array<array<string>>>"
 _DRAIN = "struct<offsets:array<array<long>>>"
-_WATERMARKS = "struct<topic:string,partitions:array<struct<partition:int,lso:long,hwm:long>>>"
-_HANGING = "struct<results:array<struct<broker:int,rows:array<map<string,string>>>>>"
 
 
 @dataclass
@@ -112,30 +102,13 @@ def input_of_col(value: Column) -> Column:
     ).when(value.rlike(SEED_PATTERN), value)
 
 
-#: Only these ops feed the views; the rest of the history is never parsed.
-PARSED_FS = ("send", "send-aborted", "txn", "start", "read", "drain", "group-offsets")
-
-
-def parse_small(hist: DataFrame) -> tuple[dict[str, DataFrame], dict[str, Any]]:
+def parse_small(
+    hist: DataFrame, t: dict[str, DataFrame]
+) -> tuple[dict[str, DataFrame], dict[str, Any]]:
     """The small views and constants: poison, reads, committed offsets, fences, final ops."""
-    poison = (
-        _op(hist, "send-aborted", ("invoke",), "seeder")
-        .select(F.explode(F.from_json("value", _VALUES)["values"]).alias("x"))
-        .select(F.col("x")[0].alias("pv"))
-        .distinct()
-    )
-    reads_raw = _reads_raw(hist, records=False)
     reads = [
         (int(r["partition"]), bool(r["ok"]), r["topic"])
-        for r in reads_raw.select(
-            F.col("r.partition").alias("partition"),
-            (F.col("type") == "ok").alias("ok"),
-            F.col("r.topic").alias("topic"),
-            "index",
-        )
-        .dropDuplicates(["index"])  # a big read is stored as several rows (checkers.load)
-        .orderBy("index")
-        .collect()
+        for r in t["reads"].orderBy("index").collect()
     ]
     committed, offsets_index = _committed(hist)
     drain_row = (
@@ -160,113 +133,22 @@ def parse_small(hist: DataFrame) -> tuple[dict[str, DataFrame], dict[str, Any]]:
         "drain_op": drain_op,
     }
     frames = {
-        "poison": poison,
+        "poison": t["poison"].distinct(),
         "committed": committed,
-        "fences": _fences(hist),
+        "fences": _fences(t["starts"]),
         "finals": finals,
     }
     return frames, info
 
 
-def parse_seeds(hist: DataFrame) -> DataFrame:
-    """Acknowledged seeds: value, src_p, src_o, send_index."""
-    return (
-        _op(hist, "send", ("ok", "info"), "seeder")
-        .select(
-            F.col("index").alias("send_index"),
-            F.explode(F.from_json("value", _VALUES)["values"]).alias("x"),
-        )
-        .select(
-            F.col("x")[0].alias("value"),
-            F.col("x")[1].cast("int").alias("src_p"),
-            F.col("x")[2].cast("long").alias("src_o"),
-            "send_index",
-        )
-        .filter(F.col("src_o").isNotNull())
-    )
-
-
-def parse_txns(hist: DataFrame) -> DataFrame:
+def parse_txns(t: dict[str, DataFrame]) -> DataFrame:
     """Processor transactions: invoke joined with its completion (if any)."""
-    return _txns(hist)
+    return t["txn_inv"].join(t["txn_done"], ["instance", "txn_seq"], "left")
 
 
-def parse_drain(hist: DataFrame, seeds: DataFrame, txns: DataFrame, parallelism: int) -> DataFrame:
-    """The drained records, mapped back to their inputs and transactions.
-
-    The final reads are a handful of very large ops (every record of an output partition), so
-    they are spread over ``parallelism`` tasks before their JSON is parsed; otherwise one core
-    parses them all.
-    """
-    reads_raw = _reads_raw(hist, parallelism)
-    return _drain(reads_raw, seeds, txns)
-
-
-def _reads_raw(
-    hist: DataFrame, parallelism: int | None = None, *, records: bool = True
-) -> DataFrame:
-    # A substring test first, so read_uncommitted reads (as large) are never JSON-parsed;
-    # the exact isolation test follows the parse. Without ``records`` the parser skips them
-    # (they are most of the bytes) instead of building their arrays.
-    raw = _op(hist, "read", ("ok", "info"), "final").filter(
-        F.col("value").contains("read_committed")
-    )
-    if parallelism:
-        raw = raw.repartition(parallelism, "index")
-    raw = raw.withColumn("r", F.from_json("value", _READ if records else _READ_HEAD))
-    return raw.filter(F.col("r.isolation") == "read_committed")
-
-
-def _txns(hist: DataFrame) -> DataFrame:
-    inv = _op(hist, "txn", ("invoke",)).select(
-        F.col("process").cast("int").alias("instance"),
-        F.col("index").alias("inv_index"),
-        F.col("time").alias("inv_time"),
-        F.from_json("value", _TXN_INVOKE).alias("v"),
-    )
-    inv = inv.select(
-        "instance",
-        F.col("v.txn").alias("txn_seq"),
-        "inv_index",
-        "inv_time",
-        F.col("v.generation").alias("txn_generation"),
-        F.col("v.inputs").alias("inputs"),
-    )
-    done = _op(hist, "txn", ("ok", "fail", "info")).select(
-        F.col("process").cast("int").alias("instance"),
-        F.col("index").alias("done_index"),
-        F.col("type").alias("done_type"),
-        F.col("wall").alias("done_wall"),
-        F.from_json("value", _TXN_DONE).alias("d"),
-    )
-    done = done.select(
-        "instance",
-        F.col("d.txn").alias("txn_seq"),
-        "done_index",
-        "done_type",
-        "done_wall",
-        F.col("d.offsets").alias("txn_offsets"),
-    )
-    return inv.join(done, ["instance", "txn_seq"], "left")
-
-
-def _drain(reads_raw: DataFrame, seeds: DataFrame, txns: DataFrame) -> DataFrame:
-    recs = reads_raw.select(
-        F.col("r.topic").alias("topic"),
-        F.col("r.partition").alias("partition"),
-        F.col("index").alias("read_index"),
-        F.explode(F.col("r.records")).alias("x"),
-    ).select(
-        "topic",
-        "partition",
-        F.col("x")[0].cast("long").alias("offset"),
-        F.col("x")[1].alias("key"),
-        F.col("x")[2].alias("value"),
-        F.coalesce(F.from_json(F.col("x")[3], "map<string,string>"), F.create_map()).alias(
-            "headers"
-        ),
-        "read_index",
-    )
+def parse_drain(t: dict[str, DataFrame], seeds: DataFrame, txns: DataFrame) -> DataFrame:
+    """The drained records (read_committed final reads), mapped back to inputs and transactions."""
+    recs = t["records"]
     h = F.col("headers")
     recs = recs.select(
         "*",
@@ -301,8 +183,8 @@ def _drain(reads_raw: DataFrame, seeds: DataFrame, txns: DataFrame) -> DataFrame
         F.col("src_p").isNotNull() & F.col("src_o").isNotNull(),
         F.concat_ws("/", F.col("src_p").cast("string"), F.col("src_o").cast("string")),
     ).otherwise(F.concat(F.lit("v:"), F.coalesce(F.col("in_value"), F.lit("None"))))
-    t = txns.select("instance", "txn_seq", "inv_index", "inv_time", "done_index")
-    return recs.withColumn("ident", ident).join(t, ["instance", "txn_seq"], "left")
+    tx = txns.select("instance", "txn_seq", "inv_index", "inv_time", "done_index")
+    return recs.withColumn("ident", ident).join(tx, ["instance", "txn_seq"], "left")
 
 
 def _committed(hist: DataFrame) -> tuple[DataFrame, int | None]:
@@ -321,26 +203,23 @@ def _committed(hist: DataFrame) -> tuple[DataFrame, int | None]:
     return out, None
 
 
-def _fences(hist: DataFrame) -> DataFrame:
-    """Instance -> first time its transactional id was fenced by someone else after its start."""
-    tid = F.get_json_object("value", "$.transactional_id")
-    starts = _op(hist, "start", ("ok",)).select(
-        F.col("process").alias("proc"), F.col("time").alias("t0"), tid.alias("tid")
+def _fences(starts: DataFrame) -> DataFrame:
+    """Instance -> first time its transactional id was fenced by someone else after its start.
+
+    ``starts`` holds the processors' ``start`` ok ops and the nemesis' (a hijack is the
+    nemesis starting a producer with a processor's transactional id).
+    """
+    own = starts.filter(~F.col("nemesis"))
+    begun = own.filter(F.col("tid").isNotNull()).select(
+        F.col("process").alias("proc"), F.col("time").alias("t0"), "tid"
     )
-    hij = _op(hist, "start", ("ok",), "nemesis").filter(
-        F.get_json_object("value", "$.kind") == "hijack"
+    events = own.unionByName(starts.filter(F.col("nemesis") & (F.col("kind") == "hijack"))).select(
+        F.col("process").alias("eproc"),
+        F.col("time").alias("et"),
+        F.col("index").alias("eindex"),
+        F.col("tid").alias("etid"),
     )
-    events = (
-        _op(hist, "start", ("ok",))
-        .unionByName(hij)
-        .select(
-            F.col("process").alias("eproc"),
-            F.col("time").alias("et"),
-            F.col("index").alias("eindex"),
-            tid.alias("etid"),
-        )
-    )
-    j = starts.filter(F.col("tid").isNotNull()).join(
+    j = begun.join(
         events,
         (F.col("etid") == F.col("tid"))
         & (F.col("et") > F.col("t0"))

@@ -1,12 +1,13 @@
-"""The eos views of a run, parsed once and stored as typed Parquet beside the run.
+"""The eos views of a run, joined once and stored as typed Parquet beside the run.
 
-Why: the history cache (:mod:`checkers.load`) keeps every op's ``value`` as JSON text, and
-parsing that text (millions of transactions, drained records in a few huge ``read`` ops)
-costs far more than the checks' joins. The first check of a run parses the views with
-:mod:`checkers.eos_frames` and writes them to ``<run>/.parquet/eos-views/`` (manifest
-``eos-views.json``: the history's size and mtime, :data:`VIEWS_FORMAT` and the small
-constants); later checks of the unchanged history read only the typed columns they use.
-A run directory that cannot be written is parsed each time, with the views persisted in memory.
+Why: the checks join the same views again and again (drained records mapped back to their
+inputs and transactions, transactions with their completions), and the joins over millions of
+records cost more than the checks that use them. The first check of a run joins the views from
+the typed tables the history scan wrote (:mod:`checkers.eos_extract`, no JSON parsed on Spark)
+and stores them under ``<run>/.parquet/eos-views/`` (manifest ``eos-views.json``: the history's
+size and mtime, :data:`VIEWS_FORMAT` and the small constants); later checks of the unchanged
+history read only the typed columns they use. A run directory that cannot be written is joined
+each time, with the views persisted in memory.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 
 from checkers import eos_frames as E
+from checkers.eos_extract import SCHEMAS
 from checkers.eos_results import transaction_timeout_ms
 from checkers.load import Loaded, derived_cache, publish_derived
 
@@ -24,10 +26,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Bump when a view's columns or meaning change, so stale views are rebuilt, never misread.
-VIEWS_FORMAT = 2
+VIEWS_FORMAT = 3
 NAME = "eos-views"
 VIEWS = ("seeds", "poison", "txns", "drain", "committed", "fences", "finals")
-_HIST_COLS = ("index", "time", "wall", "process", "process_is_int", "type", "f", "value")
 
 
 def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
@@ -37,11 +38,11 @@ def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
         done = publish_derived(
             loaded.source,
             NAME,
-            lambda d: _write_views(spark, loaded.df, d),
+            lambda d: _write_views(spark, loaded, d),
             {"views_format": VIEWS_FORMAT},
         )
-        if done is None:  # read-only run directory: parse into memory
-            fr = _in_memory(spark, loaded.df)
+        if done is None:  # read-only run directory: join into memory
+            fr = _in_memory(spark, loaded)
             fr.txn_timeout_ms = transaction_timeout_ms(loaded.header)
             return fr
         data, meta = done
@@ -51,44 +52,37 @@ def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
     return fr
 
 
-def _hist(df: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return df.select(*_HIST_COLS).filter(F.col("f").isin(*E.PARSED_FS))
-
-
-def _parallelism(spark: SparkSession) -> int:
-    return max(2, int(spark.sparkContext.defaultParallelism)) * 2
+def _tables(spark: SparkSession, loaded: Loaded) -> dict[str, DataFrame]:
+    """The typed tables the history scan wrote (see :mod:`checkers.eos_extract`)."""
+    if loaded.tables is None:
+        raise ValueError(f"{loaded.source}: loaded without the eos tables")
+    return {name: spark.read.parquet(str(loaded.tables / name)) for name in SCHEMAS}
 
 
-def _write_views(spark: SparkSession, hist_df: DataFrame, out: Path) -> dict[str, Any]:
-    """Parse every view, write it as Parquet under ``out``; returns the small constants.
-
-    Seeds and transactions are written first and read back for the drain, so the history's
-    JSON is parsed once per view rather than once per use.
-    """
-    hist = _hist(hist_df)
+def _write_views(spark: SparkSession, loaded: Loaded, out: Path) -> dict[str, Any]:
+    """Join every view, write it as Parquet under ``out``; returns the small constants."""
+    t = _tables(spark, loaded)
     out.mkdir(parents=True, exist_ok=True)
-    small, info = E.parse_small(hist_df)
+    small, info = E.parse_small(loaded.df, t)
     for name, df in small.items():
         df.write.parquet(str(out / name))
-    E.parse_seeds(hist).write.parquet(str(out / "seeds"))
-    E.parse_txns(hist).write.parquet(str(out / "txns"))
+    t["seeds"].write.parquet(str(out / "seeds"))
+    E.parse_txns(t).write.parquet(str(out / "txns"))
     seeds = spark.read.parquet(str(out / "seeds"))
     txns = spark.read.parquet(str(out / "txns"))
-    E.parse_drain(hist, seeds, txns, _parallelism(spark)).write.parquet(str(out / "drain"))
+    E.parse_drain(t, seeds, txns).write.parquet(str(out / "drain"))
     return info
 
 
-def _in_memory(spark: SparkSession, hist_df: DataFrame) -> E.EosFrames:
-    hist = _hist(hist_df)
-    small, info = E.parse_small(hist_df)
-    seeds = E.parse_seeds(hist).persist(StorageLevel.MEMORY_AND_DISK)
-    txns = E.parse_txns(hist).persist(StorageLevel.MEMORY_AND_DISK)
-    drain = E.parse_drain(hist, seeds, txns, _parallelism(spark))
-    views = small | {"seeds": seeds, "txns": txns, "drain": drain.persist(StorageLevel.DISK_ONLY)}
-    fr = _frames(hist_df, views, info)
-    fr.persisted += [seeds, txns, views["drain"]]
+def _in_memory(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
+    t = _tables(spark, loaded)
+    small, info = E.parse_small(loaded.df, t)
+    seeds = t["seeds"]
+    txns = E.parse_txns(t).persist(StorageLevel.MEMORY_AND_DISK)
+    drain = E.parse_drain(t, seeds, txns).persist(StorageLevel.DISK_ONLY)
+    views = small | {"seeds": seeds, "txns": txns, "drain": drain}
+    fr = _frames(loaded.df, views, info)
+    fr.persisted += [txns, drain]
     return fr
 
 

@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 CACHE_DIR = ".parquet"
 _CORRUPT = "_corrupt_record"
 
@@ -75,6 +75,8 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     cached: bool = False  # True when an existing Parquet cache was reused
     rows: int = 0
+    #: The eos workload's typed tables, one directory each (histories only; see load_history).
+    tables: Path | None = None
 
 
 def logdump_path(run: str | os.PathLike[str]) -> Path:
@@ -360,12 +362,6 @@ def _clean_logdump(df: DataFrame) -> DataFrame:
 # Histories
 
 
-#: Row-group size of the history's Parquet. Spark's vectorized reader fills one batch of up to
-#: 4096 rows of a row group at once; the slices of big read ops are megabytes each, and with
-#: the default 128 MiB row groups one batch asked for 84 MB of contiguous heap at 10M ops and
-#: ended the JVM (OutOfMemoryError). Small row groups bound every batch.
-HISTORY_ROW_GROUP = 8 << 20
-
 #: A read op with more records than this is stored as several rows, one per slice of its
 #: records (column ``part``: 0, 1, ...; null for an op stored whole). A final read holds every
 #: record of an output partition, millions in a long run: as one JSON string it overflows the
@@ -373,70 +369,15 @@ HISTORY_ROW_GROUP = 8 << 20
 READ_CHUNK = 20_000
 
 
-def _record_chunks(op: dict[str, Any]) -> list[dict[str, Any]]:
-    """The slices of a big read op's value (empty when the op is stored as one row)."""
-    value = op.get("value")
-    if op["f"] != "read" or not isinstance(value, dict):
-        return []
-    records = value.get("records")
-    if not isinstance(records, list) or len(records) <= READ_CHUNK:
-        return []
-    return [
-        value | {"records": records[i : i + READ_CHUNK]} for i in range(0, len(records), READ_CHUNK)
-    ]
-
-
-def _history_rows(source: Path, out: Path) -> tuple[dict[str, Any], list[str], int]:
-    """Validate the history with the project's reader and write a flat JSONL for Spark."""
-    from history import HistoryError, iter_history
-    from history.schema import encode_json
-
-    n = 0
-    try:
-        with iter_history(source) as reader, open(out, "w") as fh:
-            header = reader.header
-            for op in reader:
-                p = op["process"]
-                err = op.get("error")
-                chunks = _record_chunks(op)
-                row = {
-                    "index": op["index"],
-                    "pindex": op.get("pindex"),
-                    "time": op["time"],
-                    "wall": op.get("wall"),
-                    "process": str(p),
-                    "process_is_int": isinstance(p, int),
-                    "type": op["type"],
-                    "f": op["f"],
-                    "value": encode_json(op.get("value")),
-                    "error": None
-                    if err is None
-                    else (err if isinstance(err, str) else encode_json(err)),
-                    "error_json": None if err is None else encode_json(err),
-                    "part": None,
-                }
-                for part, value in enumerate(chunks):
-                    fh.write(encode_json(row | {"value": encode_json(value), "part": part}) + "\n")
-                if not chunks:
-                    fh.write(encode_json(row) + "\n")
-                n += 1
-            warnings = list(reader.warnings)
-    except HistoryError as e:
-        raise CheckerInputError(str(e)) from None
-    except OSError as e:
-        raise CheckerInputError(f"{source}: cannot read: {e.strerror or e}") from None
-    if header is None:
-        raise CheckerInputError(f"{source}: empty history (no header line)")
-    return dict(header), warnings, n
-
-
 def load_history(
     spark: SparkSession, run_or_file: str | os.PathLike[str], *, cache: bool = True
 ) -> Loaded:
     """The merged history as a DataFrame with :func:`history_schema` columns.
 
-    Validation is the history reader's own (``history.iter_history``): the same torn-last-line
-    rule and the same one-line errors as every other history consumer.
+    Validation is the history format's own (:func:`history.scan.scan_history`, which leaves
+    every verdict it cannot prove to ``history.iter_history``): the same torn-last-line rule and
+    the same one-line errors as every other history consumer. ``Loaded.tables`` is where the
+    scan also wrote the eos workload's typed tables (:mod:`checkers.eos_extract`).
     """
     source = history_path(run_or_file)
     if not cache:
@@ -446,34 +387,50 @@ def load_history(
 
 
 def _load_history(spark: SparkSession, source: Path, cache: bool) -> Loaded:
+    from checkers.history_parquet import ParquetSinks
+    from history import HistoryError
+    from history.scan import scan_history
+
     if not source.is_file():
         raise CheckerInputError(f"{source}: no such history")
     data, manifest, meta = _cached(source, "history", cache)
     if meta is not None:
-        df = spark.read.schema(history_schema()).parquet(str(data))
-        return Loaded(df, source, meta["header"], list(meta.get("notes", [])), True, meta["rows"])
+        df = spark.read.schema(history_schema()).parquet(str(data / "ops"))
+        return Loaded(
+            df,
+            source,
+            meta["header"],
+            list(meta.get("notes", [])),
+            True,
+            meta["rows"],
+            data / "eos",
+        )
     fp = _fingerprint(source)
     scratch = _scratch(data.parent if cache else None, "history")
-    flat = scratch / "ops.jsonl"
+    out = scratch / "parquet"
+
+    def discard() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+
     try:
-        header, notes, n = _history_rows(source, flat)
-        out = scratch / "parquet"
-        # maxStringLen: the flat file holds each op's value as one JSON string, and a final
-        # read's value (every drained record) passes Jackson's default 20M-char limit at a few
-        # million records; the reader then fails with an opaque MALFORMED_RECORD error.
-        spark.read.schema(history_schema()).option("mode", "FAILFAST").option(
-            "maxStringLen", str(2**31 - 1)
-        ).json(str(flat)).write.option("parquet.block.size", str(HISTORY_ROW_GROUP)).parquet(
-            str(out)
-        )
-    except CheckerInputError:
+        scanned = scan_history(source, ParquetSinks(str(out), READ_CHUNK), discard=discard)
+    except HistoryError as e:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise CheckerInputError(f"{source}: cannot read: {e.strerror or e}") from None
+    except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    flat.unlink(missing_ok=True)
+    if scanned.header is None:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise CheckerInputError(f"{source}: empty history (no header line)")
+    header, notes, n = dict(scanned.header), scanned.notes, scanned.ops
     meta = fp | {"rows": n, "notes": notes, "header": header}
     if cache and scratch.parent == data.parent:
         _publish(out, data, manifest, meta)
         shutil.rmtree(scratch, ignore_errors=True)
         out = data
-    df = spark.read.schema(history_schema()).parquet(str(out))
-    return Loaded(df, source, header, notes, False, n)
+    df = spark.read.schema(history_schema()).parquet(str(out / "ops"))
+    return Loaded(df, source, header, notes, False, n, out / "eos")

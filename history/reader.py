@@ -35,6 +35,11 @@ def _snippet(line: bytes) -> str:
     return repr(text) + ("..." if len(line) > _SNIPPET else "")
 
 
+def torn_line_note(path: Path, lineno: int, line: bytes) -> str:
+    """The note for a torn last line, the one wording every history consumer reports."""
+    return f"{path}:{lineno}: torn last line skipped (writer crashed mid-write): {_snippet(line)}"
+
+
 class HistoryReader:
     """Streaming reader for one history file; holds one op in memory, not the file.
 
@@ -51,6 +56,8 @@ class HistoryReader:
         self.path = Path(path)
         self.warnings: list[str] = []
         self.header: Header | None = None
+        #: Byte offset of the first op line (where the header line ends).
+        self.body_offset = 0
         self._lineno = 0
         self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by close()/__exit__
         self._started = False
@@ -66,6 +73,7 @@ class HistoryReader:
     def _read_header(self, expected_kind: str | None) -> None:
         line = self._file.readline()
         self._lineno = 1
+        self.body_offset = self._file.tell()
         if not line:
             self.warnings.append(f"{self._where(1)}: empty history file (writer died at start)")
             return
@@ -123,10 +131,7 @@ class HistoryReader:
                     raise HistoryError(
                         f"{self._where(lineno)}: line is not a JSON object: {_snippet(line)}"
                     ) from None
-                self.warnings.append(
-                    f"{self._where(lineno)}: torn last line skipped "
-                    f"(writer crashed mid-write): {_snippet(line)}"
-                )
+                self.warnings.append(torn_line_note(self.path, lineno, line))
                 break
             try:
                 validate_op(op)

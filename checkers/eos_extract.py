@@ -1,0 +1,228 @@
+"""The eos workload's ops as typed rows, taken out while the history is scanned.
+
+Why: every eos view (:mod:`checkers.eos_frames`) needs the fields inside op values: a send's
+acknowledged positions, a transaction's inputs and offsets, every drained record and its
+headers. Parsing that JSON on Spark cost more than all the checks; the scan's workers have the
+op in hand already, so they emit these rows and Spark only joins them.
+
+The rows follow what the Spark views made of the JSON before, field for field: a JSON value
+stored as text is its text (``true``, ``7``, a string unquoted); a field the view read as a
+number is null when the JSON holds something else; a drained record's headers are a
+string-to-string map (empty when absent).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checkers.arrow_rows import rows_table
+
+_S = pa.string()
+_I = pa.int32()
+_L = pa.int64()
+
+#: Table name -> Arrow schema. The eos views read these; column names are theirs.
+SCHEMAS: Final[dict[str, pa.Schema]] = {
+    "seeds": pa.schema([("value", _S), ("src_p", _I), ("src_o", _L), ("send_index", _L)]),
+    "poison": pa.schema([("pv", _S)]),
+    "txn_inv": pa.schema(
+        [
+            ("instance", _I),
+            ("txn_seq", _L),
+            ("inv_index", _L),
+            ("inv_time", _L),
+            ("txn_generation", _L),
+            ("inputs", pa.list_(pa.list_(_S))),
+        ]
+    ),
+    "txn_done": pa.schema(
+        [
+            ("instance", _I),
+            ("txn_seq", _L),
+            ("done_index", _L),
+            ("done_type", _S),
+            ("done_wall", _S),
+            ("txn_offsets", pa.list_(pa.list_(_L))),
+        ]
+    ),
+    "reads": pa.schema([("index", _L), ("partition", _I), ("ok", pa.bool_()), ("topic", _S)]),
+    "records": pa.schema(
+        [
+            ("topic", _S),
+            ("partition", _I),
+            ("offset", _L),
+            ("key", _S),
+            ("value", _S),
+            ("headers", pa.map_(_S, _S)),
+            ("read_index", _L),
+        ]
+    ),
+    "starts": pa.schema(
+        [
+            ("process", _S),
+            ("nemesis", pa.bool_()),
+            ("time", _L),
+            ("index", _L),
+            ("tid", _S),
+            ("kind", _S),
+        ]
+    ),
+}
+
+_I32: Final = 2**31 - 1
+_I64: Final = 2**63 - 1
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+
+
+def _text(x: Any) -> str | None:
+    """A JSON value as Spark's JSON reader gives it for a string field."""
+    if x is None or type(x) is str:
+        return x
+    if type(x) is bool:
+        return "true" if x else "false"
+    if type(x) is int:
+        return str(x)
+    return _encode(x).decode()
+
+
+def _num(x: Any, top: int = _I64) -> int | None:
+    """A JSON integer read into a numeric field; null for anything else or out of range."""
+    return x if type(x) is int and -top - 1 <= x <= top else None
+
+
+def _cast(x: Any, top: int = _I64) -> int | None:
+    """A value read as text, then cast to a number (``"7"`` and ``7`` both give 7)."""
+    if type(x) is int:
+        return _num(x, top)
+    if type(x) is str and _INTEGER.fullmatch(x):
+        return _num(int(x), top)
+    return None
+
+
+def _get(v: Any, key: str) -> Any:
+    return v.get(key) if type(v) is dict else None
+
+
+def _items(x: Any) -> list[Any]:
+    return x if type(x) is list else []
+
+
+def _at(x: Any, i: int) -> Any:
+    return x[i] if type(x) is list and len(x) > i else None
+
+
+def _headers(h: Any) -> list[tuple[str, str | None]]:
+    if type(h) is str:
+        try:
+            h = _decode(h)
+        except msgspec.DecodeError:
+            return []
+    if type(h) is not dict:
+        return []
+    return [(k, _text(v)) for k, v in h.items()]
+
+
+class EosTables:
+    """One chunk's eos rows, as columns per table."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in SCHEMAS}
+
+    @staticmethod
+    def wants(process: int | str, is_int: bool, type_: str, f: str) -> bool:
+        """Whether an op feeds a table: cheap, asked of every op."""
+        if is_int:
+            return f == "txn" or (f == "start" and type_ == "ok")
+        if process == "seeder":
+            return f in ("send", "send-aborted")
+        if process == "final":
+            return f == "read" and type_ in ("ok", "info")
+        return process == "nemesis" and f == "start" and type_ == "ok"
+
+    def add(
+        self, index: int, time: int, wall: str, process: int | str, type_: str, f: str, value: bytes
+    ) -> None:
+        """An op :meth:`wants` accepted. A value that is not valid JSON gives no rows."""
+        try:
+            v = _decode(value)
+        except msgspec.DecodeError:
+            return
+        if type(process) is int:
+            if f == "txn":
+                self._txn(index, time, wall, process, type_, v)
+            else:
+                self._start(str(process), False, time, index, v)
+        elif process == "seeder":
+            if f == "send" and type_ in ("ok", "info"):
+                self._seeds(index, v)
+            elif f == "send-aborted" and type_ == "invoke":
+                self._append("poison", [(_text(_at(x, 0)),) for x in _items(_get(v, "values"))])
+        elif process == "final":
+            self._read(index, type_, v)
+        else:
+            self._start(str(process), True, time, index, v)
+
+    def _append(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        self.rows[table].extend(rows)
+
+    def _seeds(self, index: int, v: Any) -> None:
+        rows = []
+        for x in _items(_get(v, "values")):
+            o = _cast(_at(x, 2))
+            if o is not None:
+                rows.append((_text(_at(x, 0)), _cast(_at(x, 1), _I32), o, index))
+        self._append("seeds", rows)
+
+    def _txn(self, index: int, time: int, wall: str, instance: int, type_: str, v: Any) -> None:
+        seq = _num(_get(v, "txn"))
+        if type_ == "invoke":
+            inputs = [[_text(e) for e in x] for x in _items(_get(v, "inputs")) if type(x) is list]
+            row = (instance, seq, index, time, _num(_get(v, "generation")), inputs)
+            self._append("txn_inv", [row])
+        else:
+            offs = [[_num(e) for e in x] for x in _items(_get(v, "offsets")) if type(x) is list]
+            self._append("txn_done", [(instance, seq, index, type_, wall, offs)])
+
+    def _start(self, process: str, nemesis: bool, time: int, index: int, v: Any) -> None:
+        tid = _text(_get(v, "transactional_id"))
+        self._append("starts", [(process, nemesis, time, index, tid, _text(_get(v, "kind")))])
+
+    def _read(self, index: int, type_: str, v: Any) -> None:
+        if _get(v, "isolation") != "read_committed":
+            return
+        topic, part = _text(_get(v, "topic")), _num(_get(v, "partition"), _I32)
+        self._append("reads", [(index, part, type_ == "ok", topic)])
+        self.rows["records"].extend(
+            (
+                topic,
+                part,
+                _cast(_at(x, 0)),
+                _text(_at(x, 1)),
+                _text(_at(x, 2)),
+                _headers(_at(x, 3)),
+                index,
+            )
+            for x in _items(_get(v, "records"))
+            if type(x) is list
+        )
+
+    def write(self, out: Path, n: int, *, every: bool) -> dict[str, int]:
+        """Write chunk ``n``'s tables (all of them, even empty, when ``every``); row counts."""
+        counts = {}
+        for name, schema in SCHEMAS.items():
+            rows = self.rows[name]
+            counts[name] = len(rows)
+            if not rows and not every:
+                continue
+            d = out / name
+            d.mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows_table(rows, schema), d / f"part-{n:05d}.parquet")
+        return counts
