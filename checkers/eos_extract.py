@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checkers.arrow_rows import rows_table
+from checkers.json_text import NOT_JSON, json_value
 
 _S = pa.string()
 _I = pa.int32()
@@ -124,7 +125,7 @@ def _headers(h: Any) -> list[tuple[str, str | None]]:
         try:
             h = _decode(h)
         except msgspec.DecodeError:
-            return []
+            h = json_value(h.encode())
     if type(h) is not dict:
         return []
     return [(k, _text(v)) for k, v in h.items()]
@@ -151,9 +152,8 @@ class EosTables:
         self, index: int, time: int, wall: str, process: int | str, type_: str, f: str, value: bytes
     ) -> None:
         """An op :meth:`wants` accepted. A value that is not valid JSON gives no rows."""
-        try:
-            v = _decode(value)
-        except msgspec.DecodeError:
+        v = json_value(value)
+        if v is NOT_JSON:
             return
         if type(process) is int:
             if f == "txn":

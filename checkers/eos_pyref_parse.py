@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.eos_results import transaction_timeout_ms
+from checkers.json_text import utf8_safe
 from history.eos_records import (
     H_GENERATION,
     H_INSTANCE,
@@ -200,7 +201,7 @@ def parse_run(run_dir: str | os.PathLike[str]) -> EosRun:
 
 
 def _parse_op(run: EosRun, op: Op) -> None:
-    f, t, v, proc = op["f"], op["type"], op.get("value"), op["process"]
+    f, t, v, proc = op["f"], op["type"], utf8_safe(op.get("value")), op["process"]
     if isinstance(proc, int) or proc == "seeder":
         run.last_write = op["time"] if run.last_write is None else max(run.last_write, op["time"])
     try:

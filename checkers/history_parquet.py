@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from checkers.arrow_rows import rows_table
 from checkers.eos_extract import EosTables
+from checkers.json_text import json_value
 
 #: Arrow twin of :func:`checkers.load.history_schema` (Spark reads these files with that one).
 OPS_SCHEMA: Final = pa.schema(
@@ -96,7 +97,7 @@ class ParquetSink:
         is_int = type(process) is int
         err_text = None
         if error is not None:
-            err_text = _decode(error) if error[:1] == b'"' else error
+            err_text = json_value(error) if error[:1] == b'"' else error
         row = (index, pindex, time, wall, str(process), is_int, type_, f)
         parts = self._read_parts(value) if f == "read" else None
         if parts is None:

@@ -9,6 +9,7 @@ needs one line of lookahead, which is all the state the streaming reader keeps.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -28,6 +29,25 @@ from history.schema import (
 )
 
 _SNIPPET: Final = 60
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if math.isinf(x):
+        raise ValueError(f"{text} is out of a double's range")
+    return x
+
+
+def loads_strict(line: bytes | str) -> object:
+    """``json.loads`` without Python's extensions to JSON numbers: NaN, Infinity, and numbers
+    like 1e400 that Python reads as infinity. A Recorder never writes them (``allow_nan=False``),
+    so a line holding one is not a Recorder's line, and the parallel scan's decoder (msgspec)
+    and Spark's readers need not agree with Python on them."""
+    return json.loads(line, parse_constant=_no_constant, parse_float=_finite)
 
 
 def _snippet(line: bytes) -> str:
@@ -78,7 +98,7 @@ class HistoryReader:
             self.warnings.append(f"{self._where(1)}: empty history file (writer died at start)")
             return
         try:
-            raw = json.loads(line)
+            raw = loads_strict(line)
         except ValueError:
             if self._file.readline():
                 raise HistoryError(
@@ -123,7 +143,7 @@ class HistoryReader:
         for lineno, line in enumerate(f, start=first):
             expect_index = lineno - first
             try:
-                op = json.loads(line)
+                op = loads_strict(line)
                 if not isinstance(op, dict):
                     raise ValueError("not an object")
             except ValueError:

@@ -19,7 +19,6 @@ by the reader's own rule and with its wording, because a crashed run's history h
 from __future__ import annotations
 
 import itertools
-import json
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from typing import Annotated, Any, Final, Literal, Protocol
 
 import msgspec
 
-from history.reader import HistoryReader, torn_line_note
+from history.reader import HistoryReader, loads_strict, torn_line_note
 from history.schema import KIND_MERGED, Header, _check_wall, encode_json
 
 __all__ = ["OpSink", "Scanned", "scan_history"]
@@ -184,7 +183,7 @@ def _scan_chunk(chunk: _Chunk) -> _Result:
 def _is_torn(line: bytes) -> bool:
     """The reader's test for a torn line: not a JSON object at all."""
     try:
-        return not isinstance(json.loads(line), dict)
+        return not isinstance(loads_strict(line), dict)
     except ValueError:
         return True
 

@@ -1023,6 +1023,20 @@ def test_spark_agrees_on_random_histories(
         assert got["anomalies"].get(k, 0) >= 1, (k, got["anomalies"])
 
 
+def test_a_read_msgspec_refuses_still_counts(spark: Any, tmp_path: Path) -> None:
+    """A lone surrogate escape is JSON a Recorder writes and msgspec refuses: the read holding
+    it is decoded by Python instead, so its records are all judged: the duplicate planted in
+    it is found."""
+    s = simulate(3)
+    s.out[0][0]["headers"]["note"] = "\ud800"
+    s.out[0].insert(1, dict(s.out[0][0]))
+    s.finish()
+    run = s.write(tmp_path)
+    assert b"\\ud800" in (run / "history.jsonl").read_bytes()
+    got, _ref = both(spark, run)
+    assert got["anomalies"] == {"duplicate": 1}, got["anomalies"]
+
+
 # ------------------------------------------------------------------------------------------
 # Real stored runs
 
