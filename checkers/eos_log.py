@@ -29,6 +29,20 @@ if TYPE_CHECKING:
 
 #: Where an eos run's log join is kept among the frames' per-run extras.
 _KEY = "log"
+#: Set among the extras of frames checked before the dump exists (:func:`defer_log`).
+_DEFERRED = "log-deferred"
+
+
+class LogNotYet(Exception):
+    """A check asked for the broker log dump while it is still being written."""
+
+
+def defer_log(fr: EosFrames) -> None:
+    """Make every later :func:`run_log` on ``fr`` raise :class:`LogNotYet`: the checks that
+    need no dump can then run while the cluster is still stopping, and the ones that do are
+    told so instead of judging without it."""
+    fr.extras[_DEFERRED] = True
+
 
 #: A drained or watched position: (topic, partition, offset).
 Where = tuple[str, int, int]
@@ -90,6 +104,8 @@ class EosLog:
 def run_log(fr: EosFrames, spark: SparkSession, run_dir: Path) -> EosLog | None:
     """The run's :class:`EosLog` (built on first use), or None if the run has no dump."""
     with fr.lock:
+        if fr.extras.get(_DEFERRED):
+            raise LogNotYet(str(run_dir))
         if _KEY in fr.extras:
             return fr.extras[_KEY]
         from checkers.log_evidence import prepare
@@ -101,4 +117,4 @@ def run_log(fr: EosFrames, spark: SparkSession, run_dir: Path) -> EosLog | None:
         return log
 
 
-__all__ = ["EosLog", "Where", "run_log"]
+__all__ = ["EosLog", "LogNotYet", "Where", "defer_log", "run_log"]

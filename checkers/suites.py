@@ -93,7 +93,7 @@ def _eos_run(ctx: RunContext) -> dict[str, Any]:
 def _eos_prepare(ctx: RunContext) -> None:
     from checkers.eos_checks import prepare_eos
 
-    prepare_eos(ctx.spark, ctx.run_dir)
+    prepare_eos(ctx.spark, ctx.run_dir, ctx.max_examples)
 
 
 def _queue_run(ctx: RunContext) -> dict[str, Any]:

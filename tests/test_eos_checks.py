@@ -807,6 +807,34 @@ def test_a_late_write_of_an_aborted_transaction_committed_by_the_next(
     assert bare["kind"] == "writer-aborted" and "log" not in bare and "later" not in bare
 
 
+def test_checks_run_before_the_dump_give_the_verdict_of_a_check_from_scratch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """While the cluster still dumps its logs the checks that need no dump run early; the
+    ones that do (for their counts, or for an example's evidence) wait for it. The verdict
+    is the one a check from scratch gives, evidence included."""
+    s = simulate(4)
+    i, n_seq, m_seq, q = _late_write(s, fail=True)
+    lines = lay_out(s, late={q: ((str(i), str(n_seq)), (str(i), str(m_seq)), True)})
+    s.finish()
+    run = s.write(tmp_path / "run")
+    eos_checks.prepare_eos(spark, run, 3)
+    (early,) = eos_checks._EARLY.values()
+    assert {"duplicate", "order", "zombie-write", ""} <= set(early)
+    needs_dump = {"committed-in-later-transaction", "aborted-read", "premature-commit"}
+    assert not needs_dump & set(early)
+    assert early["duplicate"]["count"] == 1
+    write_dump(run, lines)
+    got = check_eos(run, spark=spark, max_examples=3)
+    assert not eos_checks._EARLY  # taken by the check
+    assert got["anomalies"]["committed-in-later-transaction"] == 1
+    assert got["checkers"]["committed-in-later-transaction"]["examples"][0]["log"]
+    fresh = tmp_path / "fresh"
+    shutil.copytree(run, fresh, ignore=shutil.ignore_patterns(".parquet"))
+    assert got == check_eos(fresh, spark=spark, max_examples=3)
+    assert got == check_eos_py(fresh, max_examples=3)
+
+
 def test_a_commit_written_before_its_transaction_failed_is_a_premature_commit(
     spark: Any, tmp_path: Path
 ) -> None:
