@@ -64,6 +64,9 @@ SCHEMAS: Final[dict[str, pa.Schema]] = {
             ("read_index", _L),
         ]
     ),
+    # The final phase's other ops (drain, group-offsets, watermarks, find-hanging): a few
+    # small ops every check of the run asks for, kept whole (value = the op's JSON text).
+    "finals": pa.schema([("index", _L), ("f", _S), ("type", _S), ("value", _S)]),
     "starts": pa.schema(
         [
             ("process", _S),
@@ -186,13 +189,16 @@ class EosTables:
         if process == "seeder":
             return f in ("send", "send-aborted")
         if process == "final":
-            return f == "read" and type_ in ("ok", "info")
+            return f != "read" or type_ in ("ok", "info")
         return process == "nemesis" and f == "start" and type_ == "ok"
 
     def add(
         self, index: int, time: int, wall: str, process: int | str, type_: str, f: str, value: bytes
     ) -> None:
         """An op :meth:`wants` accepted. A value that is not valid JSON gives no rows."""
+        if process == "final" and f != "read":
+            self.rows["finals"].append((index, f, type_, value))
+            return
         try:
             if self._typed(index, time, wall, process, type_, f, value):
                 return

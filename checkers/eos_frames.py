@@ -102,24 +102,20 @@ def input_of_col(value: Column) -> Column:
     ).when(value.rlike(SEED_PATTERN), value)
 
 
-def parse_small(
-    hist: DataFrame, t: dict[str, DataFrame]
-) -> tuple[dict[str, DataFrame], dict[str, Any]]:
+def parse_small(t: dict[str, DataFrame]) -> tuple[dict[str, DataFrame], dict[str, Any]]:
     """The small views and constants: poison, reads, committed offsets, fences, final ops."""
     reads = [
         (int(r["partition"]), bool(r["ok"]), r["topic"])
         for r in t["reads"].orderBy("index").collect()
     ]
-    committed, offsets_index = _committed(hist)
+    finals = t["finals"]
+    committed, offsets_index = _committed(finals)
     drain_row = (
-        _op(hist, "drain", ("ok", "info", "fail"), "final").select("index", "type", "value").first()
-    )
+        _final(finals, "drain", ("ok", "info", "fail")).orderBy("index").select("index", "type")
+    ).first()
     drain_op = None
     if drain_row is not None:
         drain_op = {"index": drain_row["index"], "type": drain_row["type"]}
-    finals = hist.filter(
-        (F.col("process") == "final") & ~F.col("process_is_int") & (F.col("f") != "read")
-    ).select("index", "f", "type", "value")
     cmap: dict[int, int] = {}
     for r in committed.collect():
         if r["src_p"] is not None and r["committed"] is not None:
@@ -187,16 +183,20 @@ def parse_drain(t: dict[str, DataFrame], seeds: DataFrame, txns: DataFrame) -> D
     return recs.withColumn("ident", ident).join(tx, ["instance", "txn_seq"], "left")
 
 
-def _committed(hist: DataFrame) -> tuple[DataFrame, int | None]:
+def _final(finals: DataFrame, f: str, types: tuple[str, ...]) -> DataFrame:
+    return finals.filter((F.col("f") == f) & F.col("type").isin(*types))
+
+
+def _committed(finals: DataFrame) -> tuple[DataFrame, int | None]:
     """The group's final input offsets: ``group-offsets`` ok, else the drain's ``offsets``."""
-    go = _op(hist, "group-offsets", ("ok",), "final")
+    go = _final(finals, "group-offsets", ("ok",)).orderBy("index")  # the scan's parts: any order
     first = go.select("index").first()
     if first is not None:
         out = go.select(F.explode(F.from_json("value", _GROUP)["offsets"]).alias("x")).select(
             F.col("x")[1].cast("int").alias("src_p"), F.col("x")[2].cast("long").alias("committed")
         )
         return out, int(first["index"])
-    dr = _op(hist, "drain", ("ok", "info", "fail"), "final")
+    dr = _final(finals, "drain", ("ok", "info", "fail")).orderBy("index")
     out = dr.select(F.explode(F.from_json("value", _DRAIN)["offsets"]).alias("x")).select(
         F.col("x")[0].cast("int").alias("src_p"), F.col("x")[1].alias("committed")
     )

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Bump when a view's columns or meaning change, so stale views are rebuilt, never misread.
-VIEWS_FORMAT = 3
+VIEWS_FORMAT = 4
 NAME = "eos-views"
 VIEWS = ("seeds", "poison", "txns", "drain", "committed", "fences", "finals")
 
@@ -63,7 +63,7 @@ def _write_views(spark: SparkSession, loaded: Loaded, out: Path) -> dict[str, An
     """Join every view, write it as Parquet under ``out``; returns the small constants."""
     t = _tables(spark, loaded)
     out.mkdir(parents=True, exist_ok=True)
-    small, info = E.parse_small(loaded.df, t)
+    small, info = E.parse_small(t)
     for name, df in small.items():
         df.write.parquet(str(out / name))
     t["seeds"].write.parquet(str(out / "seeds"))
@@ -76,7 +76,7 @@ def _write_views(spark: SparkSession, loaded: Loaded, out: Path) -> dict[str, An
 
 def _in_memory(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
     t = _tables(spark, loaded)
-    small, info = E.parse_small(loaded.df, t)
+    small, info = E.parse_small(t)
     seeds = t["seeds"]
     txns = E.parse_txns(t).persist(StorageLevel.MEMORY_AND_DISK)
     drain = E.parse_drain(t, seeds, txns).persist(StorageLevel.DISK_ONLY)
