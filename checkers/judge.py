@@ -7,11 +7,13 @@ turn, 6.5 s side by side). Each Spark check gets a session of its own
 (``SparkSession.newSession``: one JVM and one cache, separate SQL settings), because each
 tunes the session for its input's size and those settings must not leak into the other.
 
-Why in two steps: converting a history (JSON to Parquet, its views parsed) is most of a short
-run's check and needs only the history, so the harness calls :meth:`Judgement.prepare` as soon
-as the history is merged, while the cluster stops and its logs are dumped, and
-:meth:`Judgement.result` once the dump is on disk; the checks then read the caches. The verdict
-is the same as a check of the stored run from scratch (``python -m checkers RUN_DIR``).
+Why in two steps: converting a history (JSON to Parquet, its views parsed) and the checks that
+need no broker log dump are most of a short run's check, so the harness calls
+:meth:`Judgement.prepare` as soon as the history is merged, while the cluster stops and its logs
+are dumped, and :meth:`Judgement.result` once the dump is on disk; the checks then read the
+caches, and the eos checks done early are not run again (:func:`checkers.eos_checks.prepare_eos`).
+The verdict is the same as a check of the stored run from scratch (``python -m checkers
+RUN_DIR``).
 """
 
 from __future__ import annotations
