@@ -41,7 +41,7 @@ from checkers.eos_rules import (
     txn_idx,
 )
 from checkers.eos_views import build
-from checkers.load import CheckerInputError, Loaded, load_history, logdump_path
+from checkers.load import CheckerInputError, Loaded, history_path, load_history, logdump_path
 from checkers.spark import spark_error, spark_session
 
 if TYPE_CHECKING:
@@ -598,11 +598,12 @@ _PROGRESS = ""
 
 
 def _early_key(run_dir: Path, max_examples: int) -> tuple[str, int, int, int] | None:
+    path = history_path(run_dir)
     try:
-        st = (run_dir / "history.jsonl").stat()
+        st = path.stat()
     except OSError:
         return None
-    return (str((run_dir / "history.jsonl").resolve()), st.st_size, st.st_mtime_ns, max_examples)
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, max_examples)
 
 
 def _remember(key: tuple[str, int, int, int], results: dict[str, dict[str, Any]]) -> None:
@@ -617,14 +618,22 @@ def _take_early(run_dir: Path, max_examples: int) -> dict[str, dict[str, Any]]:
         return _EARLY.pop(key, {}) if key is not None else {}
 
 
-def _without_log(
+def _jobs(
     fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
-) -> dict[str, dict[str, Any]]:
-    """The checks that complete without the dump; a failing one is left for the check."""
+) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Every safety check by name, and the liveness check as :data:`_PROGRESS`."""
     jobs: dict[str, Callable[[], dict[str, Any]]] = {
         name: (lambda fn=fn: fn(fr, max_examples, spark, run_dir)) for name, fn in CHECKS.items()
     }
     jobs[_PROGRESS] = lambda: eos_rules.check_progress(fr, max_examples)
+    return jobs
+
+
+def _without_log(
+    fr: EosFrames, max_examples: int, spark: SparkSession, run_dir: Path
+) -> dict[str, dict[str, Any]]:
+    """The checks that complete without the dump; a failing one is left for the check."""
+    jobs = _jobs(fr, max_examples, spark, run_dir)
 
     def attempt(fn: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         try:
@@ -687,15 +696,10 @@ def _eos_checks(
         return X.all_unknown(_error(e))
     early = _take_early(run_dir, max_examples)
     try:
-        checks = {
-            name: (lambda fn=fn: fn(fr, max_examples, spark, run_dir))
-            for name, fn in CHECKS.items()
-        } | {name: (lambda r=r: r) for name, r in early.items() if name in CHECKS}
-
-        def progress() -> dict[str, Any]:
-            return early.get(_PROGRESS) or eos_rules.check_progress(fr, max_examples)
-
-        out = X.run_checks(checks, progress, _error, CHECK_THREADS)
+        jobs = _jobs(fr, max_examples, spark, run_dir)
+        jobs |= {name: (lambda r=r: r) for name, r in early.items()}
+        progress = jobs.pop(_PROGRESS)
+        out = X.run_checks(jobs, progress, _error, CHECK_THREADS)
     finally:
         fr.release()
     if loaded.notes:

@@ -82,7 +82,6 @@ SCHEMAS: Final[dict[str, pa.Schema]] = {
 _I32: Final = 2**31 - 1
 _I64: Final = 2**63 - 1
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
-_decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
@@ -166,10 +165,7 @@ def _at(x: Any, i: int) -> Any:
 
 def _headers(h: Any) -> list[tuple[str, str | None]]:
     if type(h) is str:
-        try:
-            h = _decode(h)
-        except msgspec.DecodeError:
-            h = json_value(h.encode())
+        h = json_value(h.encode())
     if type(h) is not dict:
         return []
     return [(k, _text(v)) for k, v in h.items()]
@@ -216,7 +212,8 @@ class EosTables:
             if f == "send" and type_ in ("ok", "info"):
                 self._seeds(index, v)
             elif f == "send-aborted" and type_ == "invoke":
-                self._append("poison", [(_text(_at(x, 0)),) for x in _items(_get(v, "values"))])
+                poison = [(_text(_at(x, 0)),) for x in _items(_get(v, "values"))]
+                self.rows["poison"].extend(poison)
         elif process == "final":
             self._read(index, type_, v)
         else:
@@ -256,36 +253,33 @@ class EosTables:
             return True
         return False
 
-    def _append(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        self.rows[table].extend(rows)
-
     def _seeds(self, index: int, v: Any) -> None:
         rows = []
         for x in _items(_get(v, "values")):
             o = _cast(_at(x, 2))
             if o is not None:
                 rows.append((_text(_at(x, 0)), _cast(_at(x, 1), _I32), o, index))
-        self._append("seeds", rows)
+        self.rows["seeds"].extend(rows)
 
     def _txn(self, index: int, time: int, wall: str, instance: int, type_: str, v: Any) -> None:
         seq = _num(_get(v, "txn"))
         if type_ == "invoke":
             inputs = [[_text(e) for e in x] for x in _items(_get(v, "inputs")) if type(x) is list]
             row = (instance, seq, index, time, _num(_get(v, "generation")), inputs)
-            self._append("txn_inv", [row])
+            self.rows["txn_inv"].append(row)
         else:
             offs = [[_num(e) for e in x] for x in _items(_get(v, "offsets")) if type(x) is list]
-            self._append("txn_done", [(instance, seq, index, type_, wall, offs)])
+            self.rows["txn_done"].append((instance, seq, index, type_, wall, offs))
 
     def _start(self, process: str, nemesis: bool, time: int, index: int, v: Any) -> None:
         tid = _text(_get(v, "transactional_id"))
-        self._append("starts", [(process, nemesis, time, index, tid, _text(_get(v, "kind")))])
+        self.rows["starts"].append((process, nemesis, time, index, tid, _text(_get(v, "kind"))))
 
     def _read(self, index: int, type_: str, v: Any) -> None:
         if _get(v, "isolation") != "read_committed":
             return
         topic, part = _text(_get(v, "topic")), _num(_get(v, "partition"), _I32)
-        self._append("reads", [(index, part, type_ == "ok", topic)])
+        self.rows["reads"].append((index, part, type_ == "ok", topic))
         self.rows["records"].extend(
             (
                 topic,

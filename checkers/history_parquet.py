@@ -52,7 +52,6 @@ ROW_GROUP_ROWS: Final = 200_000
 
 _decode_fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
-_decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
@@ -72,7 +71,7 @@ class ParquetSinks:
 
 
 class ParquetSink:
-    """One chunk's rows: buffered as columns, written as bounded row groups."""
+    """One chunk's rows: buffered, written as bounded row groups, its eos tables beside."""
 
     def __init__(self, out: Path, n: int, read_chunk: int) -> None:
         self.out, self.n, self.read_chunk = out, n, read_chunk
