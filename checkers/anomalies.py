@@ -15,7 +15,7 @@ Public API::
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
     found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
-    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE          # the definitions, in report order
+    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT # the definitions, in report order
     names(types) -> tuple[str, ...]
 """
 
@@ -313,8 +313,72 @@ QUEUE: Final = (
 
 
 # ------------------------------------------------------------------------------------------
+# connect workload (docs/anomalies.md, "connect workload"): Kafka Connect exactly-once source
+# tasks (KIP-618). One checker, ``connect``; a record in an example is ``{"topic",
+# "partition", "offset", "key", "value"}`` as the final read returned it.
 
-_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE)
+
+def _connect(
+    name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any
+) -> AnomalyType:
+    return AnomalyType(name, "connect", summary, counts, example, **kw)
+
+
+CONNECT: Final = (
+    _connect(
+        "duplicate",
+        "a task's seqno committed more than once",
+        "extra copies",
+        ("task", "seqno", "copies", "records"),
+    ),
+    _connect(
+        "lost",
+        "a task's seqno below its highest committed one that was never committed",
+        "missing seqnos",
+        ("task", "first", "last", "missing", "max_seqno", "records"),
+    ),
+    _connect(
+        "order",
+        "a task's committed record not above the task's previous record in its partition",
+        "records",
+        ("task", "partition", "seqno", "prev_seqno", "records"),
+    ),
+    _connect(
+        "offset-ahead",
+        "a task's committed source offset above its highest committed seqno (records lost)",
+        "tasks",
+        ("task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
+    ),
+    _connect(
+        "offset-behind",
+        "a task's highest committed seqno above its committed source offset (would repeat)",
+        "tasks",
+        ("task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
+    ),
+    _connect(
+        "zombie-task-write",
+        "a committed record of a task instance after its successor's first committed record",
+        "records",
+        ("task", "partition", "writer", "newer_writer", "records"),
+    ),
+    _connect(
+        "aborted-read",
+        "a read_committed record that the broker log shows inside an aborted transaction",
+        "records",
+        ("task", "seqno", "records", "log"),
+    ),
+    _connect(
+        "malformed-record",
+        "a committed data-topic record that is not the connector's task/seqno/writer object",
+        "records",
+        ("reason", "records"),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------------
+
+_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT)
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 
@@ -331,7 +395,7 @@ def describe(name: str, checker: str | None = None) -> str:
     """One sentence for the anomaly type ``name`` (of ``checker`` if given); "" if unknown.
 
     Without a checker, the first definition of that name wins, in the order eos, log
-    evidence, queue.
+    evidence, queue, connect.
     """
     if checker is not None:
         t = lookup(checker, name)

@@ -111,6 +111,31 @@ def _queue_run(ctx: RunContext) -> dict[str, Any]:
     return {"checkers": {"queue": result}}
 
 
+def _connect_run(ctx: RunContext) -> dict[str, Any]:
+    """The connect checker (Spark engine) as one checker named ``connect``."""
+    from checkers.connect_spark import check_connect
+
+    result = check_connect(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+    part: dict[str, Any] = {"checkers": {"connect": result}}
+    if result.get("input_notes"):
+        part["input_notes"] = list(result["input_notes"])
+    return part
+
+
+def _connect_prepare(ctx: RunContext) -> None:
+    """Take the history apart into the run's Parquet cache while the cluster stops."""
+    from checkers.connect_spark import load_connect
+
+    try:
+        _got, tmp = load_connect(ctx.run_dir)
+    except CheckerInputError:
+        return  # the check itself reports it
+    if tmp is not None:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 #: The broker-log evidence: judged on every run that has a log dump.
 EVIDENCE = RunDirCheck(
     "log_evidence", lambda d: (d / "evidence" / "logdump.jsonl").is_file(), _evidence_run
@@ -120,6 +145,7 @@ EVIDENCE = RunDirCheck(
 SUITES: dict[str, RunDirCheck] = {
     "eos": RunDirCheck("eos", _has_history, _eos_run, prepare=_eos_prepare),
     "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
+    "connect": RunDirCheck("connect", _has_history, _connect_run, prepare=_connect_prepare),
 }
 
 

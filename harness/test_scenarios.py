@@ -178,3 +178,39 @@ def test_queue_java_is_valid(scenario) -> None:  # type: ignore[no-untyped-def]
         clients=3,
     )
     assert verdict["valid"] is True, _explain(verdict, result, report)
+
+
+#: Smaller than the connect workload's defaults: two workers and three tasks still exercise
+#: rebalances, zombie fencing and the task-count changes, on a loaded 2-core machine.
+CONNECT = {"workers": 3, "tasks": 3, "partitions": 3}
+
+
+@pytest.mark.parametrize(
+    ("name", "nemesis", "extra"),
+    [
+        ("connect-worker-kills", "kill-processor,crash-clients", {}),
+        ("connect-zombie-workers", "zombie,pause-processor", {"boundary": "interval"}),
+        ("connect-cut-workers", "cut-processor,client-cut", {"boundary": "connector"}),
+        ("connect-brokers", "partition,kill,pause", {}),
+    ],
+)
+def test_connect_source_is_exactly_once_under(scenario, spark, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "connect", name, nemesis=nemesis, time_limit=45, interval=6, duration=8, **CONNECT, **extra
+    )
+    assert verdict["valid"] is True, _explain(verdict, result, report)
+
+
+def test_connect_at_least_once_source_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "connect",
+        "connect-at-least-once",
+        nemesis="kill-processor",
+        time_limit=40,
+        interval=6,
+        correct=False,
+        exactly_once="disabled",
+        **CONNECT,
+    )
+    assert verdict["valid"] is False, f"at-least-once was not caught; report: {report}"
+    assert "duplicate" in verdict["bad_anomaly_types"], _explain(verdict, result, report)

@@ -40,6 +40,20 @@ class ClusterControl(Protocol):
     def node_state(self, node_id: int) -> str | None: ...
     def node_alive(self, node_id: int) -> bool: ...
     def registered_brokers(self) -> set[int]: ...
+    def cut_client(self, gid: int) -> None:
+        """Cut every client process of group ``gid`` (``ClientControl.processor_gids``) off
+        the network, both ways; verified in the rules before it returns."""
+        ...
+
+    def heal_client(self, gid: int) -> None:
+        """Undo :meth:`cut_client` (verified)."""
+        ...
+
+    def client_reaches(self, gid: int, timeout: float = 2.0) -> bool:
+        """Probe: whether a process of group ``gid`` gets an answer from the brokers' client
+        addresses."""
+        ...
+
     def heal_all(self) -> None: ...
 
 
@@ -62,6 +76,10 @@ class ClientControl(Protocol):
 
     def processor_pids(self) -> dict[int, int]: ...
     def transactional_ids(self) -> dict[int, str]: ...
+
+    # Optional (faults ask with ``getattr``): ``processor_gids() -> dict[int, int]``, the
+    # group id each live processor runs with (its own, per supervisor slot), for the live
+    # instances that have one; what ``cut-processor`` cuts off the network.
 
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         """Make ``instance`` kill or stop itself at moment ``at`` (empty: disarm)."""

@@ -461,6 +461,52 @@ def processor_kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
     return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
 
 
+def _processor_gids(ctx: FaultContext) -> dict[int, int]:
+    """Live processors' own group ids (clients without ``processor_gids`` have none)."""
+    gids_of = getattr(ctx.clients, "processor_gids", None)
+    return dict(gids_of()) if gids_of is not None else {}
+
+
+def cut_processor_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Cut one processor off the network, both ways: an iptables rule in the root namespace
+    drops every packet of its group id (each supervisor slot's processes run with a group id
+    of their own), so it cannot reach a broker through any proxy, and no answer reaches it.
+
+    Its slot is cut, as a partition cuts off the machine it runs on: a successor started in
+    the slot during the cut is cut too. Verified by the rule in ``iptables -S`` and by a
+    probe connection from the same group that gets no answer. A cut that outlasts the
+    session timeout makes a zombie through the network (KIP-447): the group moves on while
+    the processor still holds its transaction.
+    """
+    if ctx.clients is None:
+        raise FaultError("cut-processor needs workload processes")
+    gids = _processor_gids(ctx)
+    found = resolve_processor(ctx, params, among=gids)
+    if found is None:
+        raise FaultError(
+            "no live processor runs with a group id of its own (root and a host slot needed)"
+        )
+    instance, pid = found
+    gid = gids[instance]
+    ctx.cluster.cut_client(gid)  # verified in the rules before it returns
+    # A cut connect hangs until the probe's timeout: keep it short (the cut is on already).
+    if ctx.cluster.client_reaches(gid, timeout=1.0):
+        raise FaultError(f"group {gid} still reaches the brokers after the cut")
+    return {
+        "targets": [instance],
+        "pid": pid,
+        "gid": gid,
+        "why": f"processor instance {instance} (group {gid}) cut from every broker",
+    }
+
+
+def cut_processor_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
+    gid = details["gid"]
+    ctx.cluster.heal_client(gid)  # verified gone from the rules
+    _wait(lambda: ctx.cluster.client_reaches(gid), 10, f"group {gid} reaches the brokers")
+    return {"healed": True}
+
+
 _HIJACK = """
 import sys
 from confluent_kafka import Producer

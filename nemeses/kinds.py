@@ -1,10 +1,10 @@
 """The registry of fault kinds: name -> how to choose parameters, start, stop.
 
 ``--nemesis partition,pause,kill`` names kinds from here; ``all`` means every kind that can
-run in the environment (partitions need namespaces; processor faults need processors;
-moment-aimed faults need processors with hook points). A ``stream`` kind is not one of the
-one-after-another faults: it runs as a steady stream of its own beside them (Jepsen's
-crash-clients), so processors keep crashing whatever the broker faults do.
+run in the environment (partitions and processor cuts need root; processor faults need
+processors; moment-aimed faults need processors with hook points). A ``stream`` kind is not
+one of the one-after-another faults: it runs as a steady stream of its own beside them
+(Jepsen's crash-clients), so processors keep crashing whatever the broker faults do.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ class FaultKind:
     needs_clients: bool = False
     instant: bool = False  # the whole fault happens in start (e.g. a rolling restart)
     zombie: bool = False  # duration must exceed the processors' session timeout
+    #: The share of its events whose duration exceeds the session timeout as a zombie's
+    #: does (the others last as long as any fault); ``zombie=True`` is all of them.
+    zombie_share: float = 0.0
     needs_hooks: bool = False  # processors must be able to act at a protocol moment
     stream: bool = False  # a steady stream beside the other faults (see schedule.generate)
     #: Aimed at a known Kafka bug: ``all`` leaves it out (a correct client would be judged
@@ -135,6 +138,18 @@ KINDS: dict[str, FaultKind] = {
             zombie=True,
             description="SIGSTOP a processor past its session timeout, then resume "
             "it: the KIP-447 zombie",
+        ),
+        FaultKind(
+            "cut-processor",
+            f.processor_params,
+            f.cut_processor_start,
+            f.cut_processor_stop,
+            needs_netns=True,
+            needs_clients=True,
+            zombie_share=0.5,
+            description="iptables cuts one processor (its own group id) from every broker, "
+            "both ways; half the cuts outlast its session timeout: a zombie through the "
+            "network",
         ),
         FaultKind(
             "kill-processor",

@@ -67,10 +67,12 @@ def generate(
     skipped: dict[str, str] | None = None,
     duration_range: tuple[float, float] | None = None,
     pinned: dict[str, dict[str, Any]] | None = None,
+    stream_interval: float = STREAM_INTERVAL,
 ) -> Schedule:
     """Faults one after another: ``interval`` of calm, then a fault for about ``duration``
     (or for a length drawn from ``duration_range``, as named recipes ask); beside them, each
-    stream kind every ``STREAM_INTERVAL`` seconds from the start. ``pinned`` fixes some
+    stream kind every ``stream_interval`` seconds from the start (clients that take long to
+    start and rejoin, such as Connect workers, ask for a longer one). ``pinned`` fixes some
     parameters of a kind over the ones the seed draws."""
     rng = random.Random(seed)
     pinned = pinned or {}
@@ -79,7 +81,7 @@ def generate(
     serial = [k for k in kinds if not KINDS[k].stream]
     for name in streams:
         order = rng.sample(MOMENTS, len(MOMENTS))
-        t, n = STREAM_INTERVAL / 2, 0
+        t, n = stream_interval / 2, 0
         while t < time_limit - 1:
             moments = crash_moments(order, n)
             params = {
@@ -88,7 +90,7 @@ def generate(
                 "actions": crash_actions(moments, n),
             }
             sched.events.append(Event(round(t, 1), name, params, STREAM_WINDOW))
-            t, n = t + STREAM_INTERVAL, n + 1
+            t, n = t + stream_interval, n + 1
     t = interval
     while serial and t < time_limit - 1:
         name = rng.choice(serial)
@@ -96,7 +98,7 @@ def generate(
         params = {**kind.params(rng, nodes, has_clients), **pinned.get(name, {})}
         if kind.instant:
             dur = 0.0
-        elif kind.zombie:
+        elif kind.zombie or (kind.zombie_share and rng.random() < kind.zombie_share):
             dur = round(session_timeout_s + 5.0 + rng.uniform(0, 3), 1)
         elif duration_range is not None:
             dur = round(rng.uniform(*duration_range), 1)

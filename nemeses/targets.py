@@ -9,6 +9,7 @@ reader sees which node was hit and why.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,11 +78,16 @@ def _leader_of(cluster: ClusterControl, topic: str, partition: int) -> int | Non
     return None
 
 
-def resolve_processor(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int] | None:
-    """(instance id, pid) of the processor a slot pick points at now, or None."""
+def resolve_processor(
+    ctx: FaultContext, params: dict[str, Any], among: Collection[int] | None = None
+) -> tuple[int, int] | None:
+    """(instance id, pid) of the processor a slot pick points at now, or None; ``among``
+    limits the pick to those instances (the ones a fault can act on)."""
     if ctx.clients is None:
         return None
     pids = ctx.clients.processor_pids()
+    if among is not None:
+        pids = {i: pid for i, pid in pids.items() if i in among}
     if not pids:
         return None
     instance = _slot_pick(list(pids), int(params.get("pick", 0)))

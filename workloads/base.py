@@ -56,3 +56,9 @@ class ClusterAccess(Protocol):
         ...
 
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
+
+    def client_gid(self, slot: int) -> int | None:
+        """The group id the client processes of supervisor slot ``slot`` run with (a group
+        of their own on the machine while the cluster lives, so a fault can cut exactly
+        them off the network), or None: spawn them as usual (no root, or no ids left)."""
+        ...

@@ -13,7 +13,6 @@ exits under process ``"supervisor"``; the final observations go under ``"final"`
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -46,6 +45,7 @@ from workloads.processes import (
     Child,
     Supervisor,
     child_env,
+    in_group,
     spawn_command,
     spawn_module,
 )
@@ -160,24 +160,25 @@ class EosWorkload(Supervisor):
             cfg.meta = {"run_dir": str(self.run_dir)}
             env = child_env(self.cluster.env)
 
-            def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
+            def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
                 if self.options.client == "copier":
-                    return self._spawn_copier(instance, cfg, env, logf)
+                    return self._spawn_copier(instance, cfg, env, logf, gid)
                 if self.options.client == "java":
                     assert self._java_command is not None
                     argv = [*self._java_command, "--config", cfg.to_json()]
-                    return spawn_command(argv, env, logf)
+                    return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.eos_processor", ["--config", cfg.to_json()], env, logf
+                    "workloads.eos_processor", ["--config", cfg.to_json()], env, logf, gid
                 )
 
             log_path = self.logs_dir / f"processor-{instance}.log"
             return self._launch(slot, instance, replaces, cfg.transactional_id, log_path, start)
 
     def _spawn_copier(
-        self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes]
+        self, instance: int, cfg: Any, env: dict[str, str], logf: IO[bytes], gid: int | None
     ) -> subprocess.Popen[bytes]:
-        """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier)."""
+        """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier),
+        as group ``gid`` when given."""
         from workloads.eos_copier import copier_command, start_copier
 
         o = self.options
@@ -194,7 +195,7 @@ class EosWorkload(Supervisor):
         )
         meta = {"instance": instance, "slot": cfg.slot, "transactional_id": cfg.transactional_id}
         proc, _reader = start_copier(
-            cmd, env, logf, Path(cfg.history_path), instance, meta, PROJECT_ROOT
+            in_group(cmd, gid), env, logf, Path(cfg.history_path), instance, meta, PROJECT_ROOT
         )
         return proc
 
@@ -301,35 +302,9 @@ class EosWorkload(Supervisor):
         return [i for i, inst in self._live().items() if process_state(inst.proc.pid) == "T"]
 
     def stop_processors(self, timeout: float | None = None) -> dict[int, int | None]:
-        """SIGTERM every live instance (SIGCONT first if stopped), SIGKILL stragglers.
-
-        Stops the keep-alive thread first, so nothing is restarted behind our back.
-        """
+        """SIGTERM every live instance (SIGCONT first if stopped), SIGKILL stragglers."""
         timeout = self.options.stop_timeout_s if timeout is None else timeout
-        self._stop_watching()
-        with self._lock:
-            live = self._unreaped()
-            if not live:
-                return {}
-            self._record("invoke", "stop", {"instances": [i.process for i in live]})
-            for inst in live:
-                if inst.proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(inst.proc.pid, signal.SIGCONT)
-                        os.kill(inst.proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            for inst in live:
-                try:
-                    inst.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    log.warning("processor %d ignored SIGTERM; killing it", inst.process)
-                    inst.proc.kill()
-                    inst.proc.wait(timeout=10)
-            codes = {inst.process: inst.proc.returncode for inst in live}
-            self._record("ok", "stop", {"returncodes": [[i, c] for i, c in codes.items()]})
-            for inst in live:
-                self._reap(inst)
-            return codes
+        return self._stop_children(timeout, "instances")
 
     # --- the end of a run ------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def read_partition(
                 [
                     msg.offset(),
                     None if key is None else key.decode("utf-8", "replace"),
-                    msg.value().decode("utf-8", "replace"),
+                    None if msg.value() is None else msg.value().decode("utf-8", "replace"),
                     decode_headers(msg.headers()),
                 ]
             )
@@ -165,6 +165,15 @@ def _in_child(call: str, *args: Any, timeout: float = 600.0) -> Any:
             return json.loads(proc.stdout)
         last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
     raise ReaderCrashed(f"{call} failed twice: {last}")
+
+
+def read_in_child(
+    bootstrap: str, topic: str, partition: int, isolation: str, timeout: float
+) -> tuple[list[list[Any]], bool]:
+    """Every record of one partition to its end for ``isolation`` (a tombstone's value is
+    None), read by a child; ``True`` if the end was seen."""
+    records, complete = _in_child("read_one", bootstrap, topic, partition, isolation, timeout)
+    return records, bool(complete)
 
 
 def record_reads(

@@ -10,11 +10,20 @@ starts a successor with a new history process id in the same slot, no sooner tha
 ``min_lifetime_s`` after its predecessor started (a child that cannot start does not spin the
 CPU). Spawns and exits are recorded as ``invoke``/``ok`` pairs in the history of process
 ``"supervisor"`` (``processes/supervisor.jsonl``).
+
+As root every child of a slot runs with a group id of its own (``ClusterAccess.client_gid``:
+unique on the machine while the cluster lives; the uid stays root, so file access is the
+same), and a successor in the slot gets the same one: a fault can cut one slot's process off
+the network by that group (``cut-processor``), as a partition cuts off the machine a client
+runs on. :meth:`Supervisor.processor_gids` names them; the fault records the one it cut.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +34,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from history import Recorder
+
+log = logging.getLogger("workloads.processes")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,17 +48,21 @@ def child_env(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def spawn_module(
-    module: str, args: list[str], env: Mapping[str, str], log: IO[bytes]
+    module: str,
+    args: list[str],
+    env: Mapping[str, str],
+    log: IO[bytes],
+    group: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m module *args`` in a new session, output to ``log``."""
-    return spawn_command([sys.executable, "-m", module, *args], env, log)
+    return spawn_command([sys.executable, "-m", module, *args], env, log, group)
 
 
 def spawn_command(
-    cmd: list[str], env: Mapping[str, str], log: IO[bytes]
+    cmd: list[str], env: Mapping[str, str], log: IO[bytes], group: int | None = None
 ) -> subprocess.Popen[bytes]:
     """Start ``cmd`` (a client process: Python, or a JVM of ``workloads.java_clients``) in a
-    new session, output to ``log``."""
+    new session, output to ``log``; with ``group``, as that group id (root only)."""
     return subprocess.Popen(
         cmd,
         env=env,
@@ -56,7 +71,36 @@ def spawn_command(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        group=group,
     )
+
+
+_SETGID_EXEC = "import os,sys;os.setgid(int(sys.argv[1]));os.execvp(sys.argv[2],sys.argv[2:])"
+
+
+def in_group(cmd: list[str], group: int | None) -> list[str]:
+    """``cmd`` run as group id ``group`` (root only) for a caller that makes its own
+    ``Popen``: a Python that sets the group and executes ``cmd`` in its place (same pid)."""
+    if group is None:
+        return list(cmd)
+    return [sys.executable, "-c", _SETGID_EXEC, str(group), *cmd]
+
+
+def fs_gid(pid: int) -> int | None:
+    """The file-system group id of ``pid`` (the last ``Gid:`` field of its status), None if
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Gid:"):
+                    return int(line.split()[-1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        return None
+    return None
+
+
+#: What a supervisor calls to start a child: ``start(log file, group id or None)``.
+Start = Callable[[IO[bytes], int | None], subprocess.Popen[bytes]]
 
 
 @dataclass
@@ -70,13 +114,17 @@ class Child:
     started: float
     transactional_id: str | None = None
     reaped: bool = False
+    #: The group id it runs with (its slot's own), or None: the group of the harness.
+    gid: int | None = None
 
 
 class Supervisor:
     """Keeps one child per slot alive and records their spawns and exits.
 
     Subclasses implement ``_supervisor_meta`` and ``_spawn(slot, replaces)`` (which calls
-    :meth:`_launch`), and set the class attributes below.
+    :meth:`_launch`), and set the class attributes below. A subclass with a ``cluster``
+    (``workloads.base.ClusterAccess``) runs each slot's children with the group id the
+    cluster gives that slot (``client_gid``).
     """
 
     #: The key that names the child in the spawn and exit ops' values.
@@ -137,10 +185,12 @@ class Supervisor:
         replaces: int | None,
         transactional_id: str | None,
         log_path: Path,
-        start: Callable[[IO[bytes]], subprocess.Popen[bytes]],
+        start: Start,
     ) -> Child:
-        """Record the spawn around ``start(log file)`` and put the child in its slot."""
+        """Record the spawn around ``start(log file, group id)`` and put the child in its
+        slot; the group id is the slot's (:meth:`_slot_gid`), None to spawn as usual."""
         with self._lock:
+            gid = self._slot_gid(slot)
             value = {
                 "slot": slot,
                 self.id_key: process,
@@ -149,12 +199,28 @@ class Supervisor:
             }
             self._record("invoke", "spawn", value)
             logf = open(log_path, "ab")  # noqa: SIM115
-            proc = start(logf)
-            child = Child(process, slot, proc, logf, time.monotonic(), transactional_id)
+            proc = start(logf, gid)
+            child = Child(process, slot, proc, logf, time.monotonic(), transactional_id, gid=gid)
             self._children[process] = child
             self._slots[slot] = process
             self._record("ok", "spawn", {**value, "pid": proc.pid})
             return child
+
+    def _slot_gid(self, slot: int) -> int | None:
+        """The group id of ``slot``'s children: the cluster's ``client_gid(slot)``, or None
+        (no cluster, or one that gives none)."""
+        lookup = getattr(getattr(self, "cluster", None), "client_gid", None)
+        return lookup(slot) if lookup is not None else None
+
+    def processor_gids(self) -> dict[int, int]:
+        """Live children's group ids by process id, for those that run with one now (the
+        kernel's file-system group id, which iptables' owner match reads): what the
+        ``cut-processor`` fault cuts off the network."""
+        return {
+            p: c.gid
+            for p, c in self._live().items()
+            if c.gid is not None and fs_gid(c.proc.pid) == c.gid
+        }
 
     def _reap(self, child: Child) -> None:
         """Record that a child is gone (exit status; negative = killed by that signal)."""
@@ -198,6 +264,37 @@ class Supervisor:
         self._stop_monitor.set()
         if self._monitor is not None:
             self._monitor.join(timeout=10)
+
+    def _stop_children(self, timeout: float, key: str) -> dict[int, int | None]:
+        """SIGTERM every live child (SIGCONT first if stopped), SIGKILL stragglers; record
+        ``stop`` (invoke ``{key: [ids]}``, ok the return codes) and each exit.
+
+        Stops the keep-alive thread first, so nothing is restarted behind the caller's back.
+        """
+        self._stop_watching()
+        with self._lock:
+            live = self._unreaped()
+            if not live:
+                return {}
+            self._record("invoke", "stop", {key: [c.process for c in live]})
+            for child in live:
+                if child.proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.proc.pid, signal.SIGCONT)
+                        os.kill(child.proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            for child in live:
+                try:
+                    child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s %d ignored SIGTERM; killing it", self.id_key, child.process)
+                    child.proc.kill()
+                    child.proc.wait(timeout=10)
+            codes = {c.process: c.proc.returncode for c in live}
+            self._record("ok", "stop", {"returncodes": [[i, c] for i, c in codes.items()]})
+            for child in live:
+                self._reap(child)
+            return codes
 
     def _live(self) -> dict[int, Child]:
         """The slots' current children that are still running, by process id."""

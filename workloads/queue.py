@@ -309,12 +309,12 @@ class QueueWorkload(Supervisor):
             cfg.meta = {"slot": slot, "replaces": replaces}
             env = child_env(self.cluster.env)
 
-            def start(logf: IO[bytes]) -> subprocess.Popen[bytes]:
+            def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
                 if self._java_command is not None:
                     argv = [*self._java_command, "--config", cfg.to_json()]
-                    return spawn_command(argv, env, logf)
+                    return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.queue_client", ["--config", cfg.to_json()], env, logf
+                    "workloads.queue_client", ["--config", cfg.to_json()], env, logf, gid
                 )
 
             log_path = self.logs_dir / f"client-{process}.log"

@@ -46,9 +46,12 @@ EXPECTED = {
     "offsets-outside-txn": "duplicate",
     "read-uncommitted": "aborted-read",
     "no-rewind": "lost",
+    "connect-at-least-once": "duplicate",
 }
 #: The "variants" that are correct clients, expected valid.
-CORRECT = ("eos", "queue")
+CORRECT = ("eos", "queue", "connect")
+#: The connect workload's variants: the workers' ``exactly.once.source.support``.
+CONNECT_VARIANTS = {"connect": "enabled", "connect-at-least-once": "disabled"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,9 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from harness.substrate.api import add_shape_arguments
     from workloads.eos_config import VARIANTS
 
-    p.add_argument("--workload", choices=("eos", "queue"), default="eos")
+    p.add_argument("--workload", choices=("eos", "queue", "connect"), default="eos")
     p.add_argument(
-        "--variants", default=None, help=f"eos: comma list of: {', '.join(VARIANTS)} (default eos)"
+        "--variants",
+        default=None,
+        help=f"eos: comma list of: {', '.join(VARIANTS)} (default eos); connect: "
+        f"{', '.join(CONNECT_VARIANTS)} (default connect)",
     )
     p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
     p.add_argument("--first-seed", type=int, default=1)
@@ -74,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # The run's own cluster and workload flags, read the same way (--variants replaces
     # --variant).
     add_shape_arguments(p)
-    add_workload_flags(p, ["eos", "queue"], skip=("--variant",))
+    add_workload_flags(p, ["eos", "queue", "connect"], skip=("--variant",))
 
 
 def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> RunOptions:
@@ -88,6 +94,8 @@ def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> Run
     chosen: dict[str, Any] = workload.spec.isolate(tag) if tag else {}
     if args.workload == "eos":
         chosen["variant"] = variant
+    elif args.workload == "connect":
+        chosen["exactly_once"] = CONNECT_VARIANTS[variant]
     return RunOptions(
         workload=workload.name,
         time_limit=args.time_limit,
@@ -208,6 +216,13 @@ def campaign_command(args: argparse.Namespace) -> int:
         if args.variants not in (None, "queue"):
             raise HarnessError("--variants: the queue workload has no variants")
         variants = ["queue"]
+    elif args.workload == "connect":
+        variants = [v.strip() for v in (args.variants or "connect").split(",") if v.strip()]
+        unknown = [v for v in variants if v not in CONNECT_VARIANTS]
+        if unknown or not variants:
+            raise HarnessError(
+                f"unknown variant(s) {unknown}; known: {', '.join(CONNECT_VARIANTS)}"
+            )
     else:
         variants = [v.strip() for v in (args.variants or "eos").split(",") if v.strip()]
         unknown = [v for v in variants if v not in VARIANTS]

@@ -208,6 +208,39 @@ SCENARIOS: dict[str, Scenario] = {
             nemesis_duration=15,
             expected="invalid",
         ),
+        # Kafka Connect exactly-once source (KIP-618): worker JVMs killed, paused past their
+        # session timeout and cut off, with the task count changing under them; the
+        # at-least-once source duplicates after worker kills.
+        Scenario(
+            "connect-all",
+            workload="connect",
+            client="java",
+            nemesis="all",
+            time_limit=90,
+            nemesis_interval=8,
+            nemesis_duration=8,
+        ),
+        Scenario(
+            "connect-worker-faults",
+            workload="connect",
+            flags=("--boundary", "interval"),
+            client="java",
+            nemesis="kill-processor,zombie,cut-processor",
+            time_limit=60,
+            nemesis_interval=6,
+            nemesis_duration=8,
+        ),
+        Scenario(
+            "broken-connect-at-least-once",
+            workload="connect",
+            flags=("--exactly-once", "disabled"),
+            client="java",
+            variant="at-least-once",
+            nemesis="kill-processor",
+            time_limit=40,
+            nemesis_interval=6,
+            expected="invalid",
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -237,8 +270,17 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "broken-read-uncommitted",
         "broken-at-least-once",
         "broken-offsets-outside-txn",
+        "connect-all",
+        "connect-worker-faults",
+        "broken-connect-at-least-once",
     ),
-    "broken": ("broken-read-uncommitted", "broken-at-least-once", "broken-offsets-outside-txn"),
+    "broken": (
+        "broken-read-uncommitted",
+        "broken-at-least-once",
+        "broken-offsets-outside-txn",
+        "broken-connect-at-least-once",
+    ),
+    "connect": ("connect-all", "connect-worker-faults", "broken-connect-at-least-once"),
     "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
     # A Kafka or client release that fixes or re-breaks one shows in ``trends``.
     "known-bugs": (

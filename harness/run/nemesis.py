@@ -33,7 +33,11 @@ def kinds_for(options: RunOptions, netns: bool, hooks: bool = True) -> list[str]
 
 
 def plan(
-    options: RunOptions, netns: bool, session_timeout_s: float, hooks: bool = True
+    options: RunOptions,
+    netns: bool,
+    session_timeout_s: float,
+    hooks: bool = True,
+    stream_interval: float | None = None,
 ) -> schedules.Schedule:
     """The schedule of a run: replayed from a file, or generated from the seed (fault
     lengths are chosen around the clients' ``session_timeout_s``). Kinds that ``all``
@@ -59,6 +63,7 @@ def plan(
         skipped=skipped,
         duration_range=named.duration_range if named else None,
         pinned=named.pinned if named else None,
+        stream_interval=stream_interval or schedules.STREAM_INTERVAL,
     )
 
 
@@ -81,6 +86,7 @@ class ScheduledNemesis:
             ctx.cluster.uses_netns,
             clients.session_timeout_s,
             hooks=bool(getattr(clients, "hooks", False)),
+            stream_interval=getattr(clients, "crash_interval_s", None),
         )
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
         if any(KINDS[e.kind].stream for e in self.schedule.events):

@@ -20,7 +20,7 @@ from history.schema import is_nemesis
 
 #: Supervisor ops that start / end a client process (eos processors, queue clients).
 _SPAWN = "spawn"
-_EXITS = ("processor-exit", "exit")
+_EXITS = ("processor-exit", "exit", "worker-exit")
 #: A client's completed op of the workload proper (queue clients; eos processors do ``txn``
 #: only once seeding began): the run is under load.
 _CLIENT_WORK = ("send", "poll", "txn")
@@ -134,6 +134,7 @@ class RunWatcher:
         elif self._phase == "setting up" and (
             (process == "seeder" and f == "send")  # eos: the pipeline is being fed
             or (isinstance(process, int) and f in _CLIENT_WORK and op["type"] == "ok")
+            or (process == "connect" and f == "create" and op["type"] == "ok")  # connect
         ):
             self._phase = "running"
         elif process == "final":

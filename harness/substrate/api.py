@@ -191,6 +191,10 @@ class Cluster(ClusterAccess, ClusterControl, Protocol):
 
     def proxy_name(self, node_id: int) -> str: ...
 
+    def client_cuts(self) -> list[list[str]]:
+        """This cluster's client-cut rules now (``cut_client``), as iptables lists them."""
+        ...
+
 
 # --- the command line ----------------------------------------------------------------------
 

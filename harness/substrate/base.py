@@ -13,9 +13,12 @@ import atexit
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +29,7 @@ from common.errors import HarnessError
 from common.waits import wait_for
 from harness.kafka import coordinators, javaclients, tools
 from harness.kafka.wire import fetch_metadata, fetch_partitions
-from harness.substrate import readiness
+from harness.substrate import readiness, runstate
 from harness.substrate.api import ClusterConfig, new_cluster_id
 from harness.substrate.runstate import MARKER_ENV, new_run_id
 from harness.substrate.toxiproxy import Toxiproxy, proxy_name
@@ -85,6 +88,11 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _can_cut_clients() -> bool:
+    """Root and iptables: client processes can get group ids and be cut by them."""
+    return os.geteuid() == 0 and bool(shutil.which("iptables"))
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -189,6 +197,10 @@ class ClusterBase(Generic[N]):
                 except Exception as exc:
                     log.warning("log segment dump failed: %s", exc)
             self.timings["dump"] = time.monotonic() - t0
+        try:
+            self._heal_clients()  # before the slot is released: the rules carry its number
+        except Exception as exc:
+            log.warning("removing client cuts failed: %s", exc)
         self._release()
         self._restore_signal_handlers()
         self.timings["teardown"] = time.monotonic() - t0
@@ -545,8 +557,87 @@ class ClusterBase(Generic[N]):
     def proxy_up(self, node_id: int) -> None:
         self._proxy().set_enabled(self.proxy_name(node_id), True)
 
+    # --- client cuts: one client process off the network (root iptables, owner match) -----
+
+    def client_gid(self, slot: int) -> int | None:
+        """The group id the children of a workload supervisor's ``slot`` run with, so that
+        :meth:`cut_client` can cut exactly them; None (spawn as usual, uncuttable) without
+        root and iptables, without a host slot (the Docker backend) or beyond the slot's
+        block of ``runstate.CLIENT_GIDS_PER_SLOT`` ids."""
+        if self.slot is None or not _can_cut_clients():
+            return None
+        return runstate.client_gid(self.slot.number, slot)
+
+    def _client_slot(self) -> int:
+        if self.slot is None:
+            raise HarnessError("client cuts need a host slot (the process backend)")
+        if not _can_cut_clients():
+            raise HarnessError("client cuts need root and iptables")
+        return self.slot.number
+
+    def cut_client(self, gid: int) -> None:
+        """Drop every packet that a process of group ``gid`` sends, inbound connections'
+        answers included: an OUTPUT rule in the root namespace, tagged with the slot (so
+        ``heal_all`` and the reaper find it), verified in ``iptables -S OUTPUT``."""
+        number = self._client_slot()
+        rule = runstate.client_rule(number, gid)
+        proc = subprocess.run(
+            ["iptables", "-w", "-I", *rule], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise HarnessError(f"cutting client gid {gid} failed: {proc.stderr.strip()}")
+        if rule not in self.client_cuts():
+            raise HarnessError(f"the cut of client gid {gid} is not in iptables -S OUTPUT")
+
+    def heal_client(self, gid: int) -> None:
+        """Remove every cut of group ``gid`` (a rule added twice is removed twice), verified."""
+        number = self._client_slot()
+        runstate.remove_client_rules(number, gid)
+        if runstate.client_rule(number, gid) in self.client_cuts():
+            raise HarnessError(f"the cut of client gid {gid} is still in iptables -S OUTPUT")
+
+    def client_cuts(self) -> list[list[str]]:
+        """This cluster's client-cut rules now (as ``iptables -S OUTPUT`` lists them, without
+        ``-A``)."""
+        if self.slot is None or not _can_cut_clients():
+            return []
+        return [rule for n, rule in runstate.client_rules() if n == self.slot.number]
+
+    def client_reaches(self, gid: int, timeout: float = 2.0) -> bool:
+        """Probe: does a process of group ``gid`` get a TCP connection to the first broker's
+        client address? An answer of any kind counts, a refusal included (a proxy that is
+        down refuses); a cut one gets EPERM from its own kernel, or no answer at all."""
+        host, port = _host_port(self.bootstrap.split(",")[0])
+        code = (
+            "import socket,sys\n"
+            f"s=socket.socket();s.settimeout({timeout})\n"
+            "try:\n"
+            f"    s.connect(({host!r},{port}))\n"
+            "except ConnectionRefusedError:\n"
+            "    pass\n"
+            "except OSError:\n"
+            "    sys.exit(1)\n"
+        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", code],
+                group=gid,
+                capture_output=True,
+                check=False,
+                timeout=timeout + 30,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return proc.returncode == 0
+
+    def _heal_clients(self) -> None:
+        if self.slot is not None and _can_cut_clients():
+            runstate.remove_client_rules(self.slot.number)
+
     def heal_all(self) -> None:
-        """Undo every fault: resume paused nodes, heal partitions, drop toxics."""
+        """Undo every fault: reconnect cut clients, resume paused nodes, heal partitions,
+        drop toxics."""
+        self._heal_clients()
         for node in self.nodes:
             if node.state() == "T":
                 node.resume()

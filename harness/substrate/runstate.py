@@ -9,6 +9,12 @@ means "a harness died here", and the next start reaps what it left.
 
 Every process the harness spawns carries ``KAFKA_HARNESS_RUN=<run id>`` in its environment.
 The reaper kills processes by that marker, never by a broad process-name match.
+
+A slot also owns a block of group ids for the client processes of its cluster's workloads
+(:func:`client_gid`): as root each supervisor slot's children run with a group id of their
+own, so a fault can cut exactly one client process off the network with an iptables rule in
+the root namespace (``-m owner --gid-owner``) tagged ``kafka-harness-slot-<n>-client``. The
+reaper finds those rules by their tag, so none outlives a run that died.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,6 +37,11 @@ from common.procfs import process_state
 
 MARKER_ENV = "KAFKA_HARNESS_RUN"
 MAX_SLOTS = 64
+#: Client group ids: ``CLIENT_GID_BASE + cluster slot * CLIENT_GIDS_PER_SLOT + client slot``.
+#: The block of a slot is its cluster's while the slot lock is held, so no two live runs on
+#: the machine share a group id.
+CLIENT_GID_BASE = 1_000_000
+CLIENT_GIDS_PER_SLOT = 64
 
 
 def state_root() -> Path:
@@ -249,18 +261,104 @@ def _list_links() -> list[str]:
     return names
 
 
-def reap_slot(number: int) -> bool:
-    """Clean up after a dead run in ``number`` (caller holds the slot lock). True if it did."""
+# --- client cuts: root-namespace OUTPUT rules matching one client's group id -----------
+
+
+def client_gid(number: int, client_slot: int) -> int | None:
+    """The group id of client slot ``client_slot`` of the cluster in slot ``number``; None
+    beyond the slot's block."""
+    if not (0 <= number < MAX_SLOTS and 0 <= client_slot < CLIENT_GIDS_PER_SLOT):
+        return None
+    return CLIENT_GID_BASE + number * CLIENT_GIDS_PER_SLOT + client_slot
+
+
+def client_tag(number: int) -> str:
+    """The comment that marks slot ``number``'s client-cut rules."""
+    return f"kafka-harness-slot-{number}-client"
+
+
+def client_rule(number: int, gid: int) -> list[str]:
+    """The OUTPUT rule that drops every packet of group ``gid`` (without ``-A``/``-I``), in
+    the order ``iptables -S`` prints it."""
+    return [
+        "OUTPUT",
+        *("-m", "owner", "--gid-owner", str(gid)),
+        *("-m", "comment", "--comment", client_tag(number)),
+        *("-j", "DROP"),
+    ]
+
+
+def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, check=False)
+
+
+def output_rules() -> str:
+    """``iptables -S OUTPUT`` of the root namespace (empty when it cannot be read)."""
+    return _iptables("-S", "OUTPUT").stdout
+
+
+def client_rules(listing: str | None = None) -> list[tuple[int, list[str]]]:
+    """(slot, rule) of every client-cut rule in the root OUTPUT chain; ``listing`` is an
+    ``iptables -S OUTPUT`` output (read now when None). A rule is given without ``-A``."""
+    found = []
+    for line in (output_rules() if listing is None else listing).splitlines():
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if words[:2] != ["-A", "OUTPUT"] or "--comment" not in words:
+            continue
+        comment = words[words.index("--comment") + 1 :][:1]
+        if not comment:
+            continue
+        head, sep, tail = comment[0].rpartition("-client")
+        prefix = "kafka-harness-slot-"
+        if sep and not tail and head.startswith(prefix) and head[len(prefix) :].isdigit():
+            found.append((int(head[len(prefix) :]), words[1:]))
+    return found
+
+
+def remove_client_rules(
+    number: int, gid: int | None = None, listing: str | None = None
+) -> list[list[str]]:
+    """Delete slot ``number``'s client-cut rules (only group ``gid``'s when given); the
+    rules deleted."""
+    removed = []
+    for slot, rule in client_rules(listing):
+        if slot != number or (gid is not None and not _matches_gid(rule, gid)):
+            continue
+        if _iptables("-D", *rule).returncode == 0:
+            removed.append(rule)
+    return removed
+
+
+def _matches_gid(rule: list[str], gid: int) -> bool:
+    return "--gid-owner" in rule and rule[rule.index("--gid-owner") + 1 :][:1] == [str(gid)]
+
+
+def reap_slot(number: int, listing: str | None = None) -> bool:
+    """Clean up after a dead run in ``number`` (caller holds the slot lock). True if it did.
+
+    ``listing``: the root OUTPUT chain as ``iptables -S`` printed it (read now when None).
+    """
     st = _read_state(number)
     netns, links = slot_names(number)
-    leftovers_ns = [n for n in _list_netns() if n in netns] if os.geteuid() == 0 else []
-    if st is None and not leftovers_ns:
+    root = os.geteuid() == 0
+    leftovers_ns = [n for n in _list_netns() if n in netns] if root else []
+    if root:
+        listing = output_rules() if listing is None else listing
+        cuts = [rule for slot, rule in client_rules(listing) if slot == number]
+    else:
+        cuts = []
+    if st is None and not leftovers_ns and not cuts:
         return False
     if st is not None and st.run_id:
         kill_run_processes({st.run_id})
-    if os.geteuid() == 0:
+    if root:
         rules = st.root_iptables if st else []
         remove_network(sorted(set(netns) | set(st.netns if st else [])), links, rules)
+        for rule in cuts:
+            _iptables("-D", *rule)
     for d in st.dirs if st else []:
         shutil.rmtree(d, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
@@ -269,18 +367,23 @@ def reap_slot(number: int) -> bool:
 
 
 def reap_all() -> dict[str, int]:
-    """Reap every dead slot and any marked process whose run is not live."""
+    """Reap every dead slot and any marked process whose run is not live.
+
+    A client-cut rule whose slot has no lock file (the state directory was wiped) is a dead
+    slot's too: its slot is locked and reaped like the others.
+    """
     reaped = 0
     slots = state_root() / "slots"
-    if slots.exists():
-        for path in slots.glob("*.lock"):
-            number = int(path.stem)
-            fd = _try_lock(number)
-            if fd is None:
-                continue
-            try:
-                reaped += reap_slot(number)
-            finally:
-                os.close(fd)
+    listing = output_rules() if os.geteuid() == 0 else ""
+    numbers = {int(path.stem) for path in slots.glob("*.lock")} if slots.exists() else set()
+    numbers |= {slot for slot, _rule in client_rules(listing) if 0 <= slot < MAX_SLOTS}
+    for number in sorted(numbers):
+        fd = _try_lock(number)
+        if fd is None:
+            continue
+        try:
+            reaped += reap_slot(number, listing)
+        finally:
+            os.close(fd)
     orphans = kill_run_processes(keep=live_run_ids())
     return {"slots": reaped, "processes": len(orphans)}

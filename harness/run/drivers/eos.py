@@ -42,6 +42,9 @@ class WorkloadClients:
     def transactional_ids(self) -> dict[int, str]:
         return self.workload.transactional_ids()
 
+    def processor_gids(self) -> dict[int, int]:
+        return self.workload.processor_gids()
+
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         self.workload.arm_hook(instance, at, action, delay_ms)
 

@@ -1,0 +1,659 @@
+"""The ``connect`` workload's history as rows: what both engines of its checker read.
+
+Why one parser for both engines: the checker's input is a few final ops holding every
+committed record (millions in a long run) plus the records' own JSON values. Decoding those
+values the same way in both engines is what lets the tests demand equal results, and it is
+parsing, not judging: whether a value is the connector's ``{"task", "seqno", "writer"}`` object
+(``bad`` says why not) and whether an offsets-topic key names this connector's task are
+decided here once; every anomaly rule runs in the engines (:mod:`checkers.connect_pyref`,
+:mod:`checkers.connect_spark`).
+
+The history is validated and streamed by :func:`history.scan.scan_history`; a sink per chunk
+keeps only the ``"final"`` process: a small *fact* per op (for pairing and completeness) and
+rows of the ``ok`` read_committed reads of the data topic and of the ``ok`` offsets read. The
+reference keeps the rows in memory; the Spark engine has each chunk write them as Parquet
+(:data:`DATA_COLUMNS`, :data:`OFFSETS_COLUMNS`). Format: ``docs/history-format.md``, "Workload
+connect"; definitions: ``docs/anomalies.md``, "connect workload".
+
+Public API::
+
+    scan_connect(run_dir, out=None) -> ConnectInput   # raises CheckerInputError
+    plan(input) -> Plan                                 # which reads count, or why unknown
+    parse_data(key, value), parse_offset_key(key, connector), parse_offset_value(value)
+    DATA_COLUMNS, OFFSETS_COLUMNS, FORMAT
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import msgspec
+
+from checkers.json_text import NOT_JSON, json_value
+from history.logdump import CheckerInputError
+
+__all__ = [
+    "DATA_COLUMNS",
+    "FORMAT",
+    "OFFSETS_COLUMNS",
+    "ConnectInput",
+    "ConnectMeta",
+    "Plan",
+    "RowSinks",
+    "arrow_schema",
+    "connect_meta",
+    "history_file",
+    "parse_data",
+    "parse_offset_key",
+    "parse_offset_value",
+    "plan",
+    "scan_connect",
+    "spark_schema",
+]
+
+#: Bump when the rows, their Parquet layout or the facts change (cached Parquet is rebuilt).
+FORMAT: Final = 1
+#: The process whose ops hold the end-of-run reads.
+FINAL: Final = "final"
+READ_COMMITTED: Final = "read_committed"
+
+#: A committed data record: the op (completion index) that read it, its position, key and
+#: value as read, and the value decoded: ``task``, ``seqno``, ``writer``, all null and ``bad``
+#: the reason when the record is not the connector's (then it is a ``malformed-record``).
+DATA_COLUMNS: Final = (
+    ("op", "long"),
+    ("partition", "int"),
+    ("offset", "long"),
+    ("key", "string"),
+    ("value", "string"),
+    ("task", "long"),
+    ("seqno", "long"),
+    ("writer", "string"),
+    ("bad", "string"),
+)
+#: An offsets-topic record whose key is ``["<connector>", {"task": t}]`` (others are dropped):
+#: ``seqno`` is the value's, null for a tombstone (``value`` null) or an unreadable value
+#: (``unreadable``); the engines count only records with a seqno.
+OFFSETS_COLUMNS: Final = (
+    ("op", "long"),
+    ("partition", "int"),
+    ("offset", "long"),
+    ("key", "string"),
+    ("value", "string"),
+    ("task", "long"),
+    ("seqno", "long"),
+    ("unreadable", "boolean"),
+)
+
+_I64: Final = 2**63 - 1
+_NonNeg = Annotated[int, msgspec.Meta(ge=0, le=_I64)]
+#: A Parquet row group is written at this many rows.
+_ROWS_PER_GROUP: Final = 200_000
+
+
+# ------------------------------------------------------------------------------------------
+# The connect process's header meta
+
+
+@dataclass(frozen=True)
+class ConnectMeta:
+    """What the ``"connect"`` process's header says about the run (history format)."""
+
+    connector: str
+    data_topic: str
+    offsets_topic: str
+    group_id: str | None = None
+    exactly_once: str | None = None
+    boundary: str | None = None
+    transactional_id_prefix: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "data_topic": self.data_topic,
+            "offsets_topic": self.offsets_topic,
+            "group_id": self.group_id,
+            "exactly_once": self.exactly_once,
+            "boundary": self.boundary,
+            "transactional_id_prefix": self.transactional_id_prefix,
+        }
+
+
+def connect_meta(header: Mapping[str, Any] | None) -> tuple[ConnectMeta | None, str | None]:
+    """The connect process's meta from a merged header's ``sources``, or why there is none.
+
+    Why not a hard input error: a connect process that died before recording anything leaves
+    an empty file the merge skips; the run is then not judgeable, which is an unknown verdict.
+    """
+    sources = (header or {}).get("sources")
+    meta = None
+    for s in sources if isinstance(sources, list) else []:
+        if isinstance(s, Mapping) and s.get("process") == "connect":
+            meta = s.get("meta")
+    if not isinstance(meta, Mapping):
+        return None, "the history has no header of the connect process (its meta names the topics)"
+    need = ("connector", "data_topic", "offsets_topic")
+    missing = [k for k in need if not isinstance(meta.get(k), str) or not meta.get(k)]
+    if missing:
+        return None, f"the connect process's header meta lacks {', '.join(missing)}"
+
+    def text(k: str) -> str | None:
+        v = meta.get(k)
+        return v if isinstance(v, str) else None
+
+    return (
+        ConnectMeta(
+            meta["connector"],
+            meta["data_topic"],
+            meta["offsets_topic"],
+            text("group_id"),
+            text("exactly_once"),
+            text("boundary"),
+            text("transactional_id_prefix"),
+        ),
+        None,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Decoding the records' own JSON
+
+
+class _DataValue(msgspec.Struct):
+    task: _NonNeg
+    seqno: _NonNeg
+    writer: str
+
+
+_decode_data = msgspec.json.Decoder(_DataValue).decode
+_decode_any = msgspec.json.decode
+
+
+def _loose(text: str) -> Any:
+    """Any JSON text as Python (msgspec, else the history reader's rules); NOT_JSON if none."""
+    try:
+        return _decode_any(text)
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        pass
+    try:
+        return json_value(text.encode("utf-8", "surrogatepass"))
+    except UnicodeEncodeError:
+        return NOT_JSON
+
+
+def _nonneg(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= _I64
+
+
+def parse_data(
+    key: str | None, value: str | None
+) -> tuple[int | None, int | None, str | None, str | None]:
+    """``(task, seqno, writer, None)`` for the connector's record, else ``(None,)*3 + (why,)``.
+
+    The record is the connector's when its value is a JSON object with ``task`` and
+    ``seqno`` (integers >= 0) and ``writer`` (a string), other keys ignored, and its key is
+    the task id as decimal text.
+    """
+    if value is None:
+        return None, None, None, "value is null"
+    try:
+        v = _decode_data(value)
+        task, seqno, writer = v.task, v.seqno, v.writer
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
+        obj = _loose(value)
+        if obj is NOT_JSON:
+            return None, None, None, "value is not JSON"
+        if not isinstance(obj, dict):
+            return None, None, None, "value is not a JSON object"
+        if not _nonneg(obj.get("task")):
+            return None, None, None, "task is not an integer >= 0"
+        if not _nonneg(obj.get("seqno")):
+            return None, None, None, "seqno is not an integer >= 0"
+        if not isinstance(obj.get("writer"), str):
+            return None, None, None, "writer is not a string"
+        task, seqno, writer = obj["task"], obj["seqno"], obj["writer"]
+    if key != str(task):
+        return None, None, None, "key is not the task id as decimal text"
+    return task, seqno, writer, None
+
+
+def parse_offset_key(key: str | None, connector: str) -> int | None:
+    """The task ``t`` of a key ``["<connector>", {"task": t}]``; None for any other key."""
+    if key is None:
+        return None
+    k = _loose(key)
+    if not (isinstance(k, list) and len(k) == 2 and k[0] == connector):
+        return None
+    part = k[1]
+    if not (isinstance(part, dict) and len(part) == 1 and _nonneg(part.get("task"))):
+        return None
+    return int(part["task"])
+
+
+def parse_offset_value(value: str | None) -> tuple[int | None, bool]:
+    """``(seqno, unreadable)``: the seqno of ``{"seqno": n}``, None for a tombstone."""
+    if value is None:
+        return None, False
+    v = _loose(value)
+    if isinstance(v, dict) and _nonneg(v.get("seqno")):
+        return int(v["seqno"]), False
+    return None, True
+
+
+# ------------------------------------------------------------------------------------------
+# The scan's sink
+
+
+class _Head(msgspec.Struct):
+    """The small keys of a final op's value; ``records`` stays raw (it may be megabytes)."""
+
+    topic: Any = None
+    partition: Any = None
+    isolation: Any = None
+    records: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_decode_head = msgspec.json.Decoder(_Head).decode
+_decode_records = msgspec.json.Decoder(list[list[Any]]).decode
+
+#: One final op: index, type, f, topic, partition, isolation, error code (all JSON-able).
+Fact = list[Any]
+
+
+def _head(value: bytes) -> tuple[_Head, Any]:
+    """The value's small keys, and the whole value decoded when msgspec refused it (a lone
+    surrogate escape somewhere), else NOT_JSON (the records are then decoded on demand)."""
+    try:
+        return _decode_head(value), NOT_JSON
+    except msgspec.ValidationError:
+        return _Head(), NOT_JSON
+    except msgspec.DecodeError:
+        pass
+    v = json_value(value)
+    if not isinstance(v, dict):
+        return _Head(), NOT_JSON
+    return _Head(v.get("topic"), v.get("partition"), v.get("isolation")), v
+
+
+def _error_code(error: bytes | None) -> str | None:
+    if error is None:
+        return None
+    e = json_value(error)
+    if isinstance(e, dict) and isinstance(e.get("code"), str):
+        return e["code"]
+    return e if isinstance(e, str) else None
+
+
+@dataclass(frozen=True)
+class RowSinks:
+    """Sink factory for :func:`history.scan.scan_history` (pickled to its workers).
+
+    ``out`` None keeps the rows in the summaries (the reference); a directory makes each
+    chunk write ``data/part-N.parquet`` and ``offsets/part-N.parquet`` there (chunk 0 always,
+    so each directory exists).
+    """
+
+    data_topic: str | None
+    offsets_topic: str | None
+    connector: str | None
+    out: str | None = None
+
+    def __call__(self, n: int) -> RowSink:
+        return RowSink(self, n)
+
+
+class RowSink:
+    """One chunk: the final ops' facts, and the rows of the reads that hold records."""
+
+    def __init__(self, spec: RowSinks, n: int) -> None:
+        self.spec, self.n = spec, n
+        self.facts: list[Fact] = []
+        self.problems: list[str] = []
+        self.data: list[tuple[Any, ...]] = []
+        self.offsets: list[tuple[Any, ...]] = []
+        self.counts = {"data": 0, "offsets": 0}
+        self._writers: dict[str, Any] = {}
+
+    def add(
+        self,
+        index: int,
+        pindex: int,
+        time: int,
+        wall: str,
+        process: int | str,
+        type_: str,
+        f: str,
+        value: bytes,
+        error: bytes | None,
+    ) -> None:
+        if type(process) is not str or process != FINAL:
+            return
+        head, loaded = _head(value)
+        self.facts.append(
+            [index, type_, f, _str(head.topic), _int(head.partition), _str(head.isolation),
+             _error_code(error)]
+        )  # fmt: skip
+        if type_ != "ok":
+            return
+        spec = self.spec
+        if f == "read" and head.topic == spec.data_topic and head.isolation == READ_COMMITTED:
+            self._data_rows(index, head, loaded)
+        elif f == "offsets" and head.topic == spec.offsets_topic and spec.connector is not None:
+            self._offset_rows(index, head, loaded, spec.connector)
+
+    def _records(self, index: int, head: _Head, loaded: Any) -> list[Any] | None:
+        """The op's records as lists; ``loaded`` is the whole value when msgspec refused it."""
+        v = NOT_JSON
+        if loaded is not NOT_JSON:
+            v = loaded.get("records") if isinstance(loaded, dict) else None
+        else:
+            try:
+                return _decode_records(head.records)
+            except msgspec.ValidationError:
+                v = None
+            except msgspec.DecodeError:  # a lone surrogate escape: the reader's rules
+                v = json_value(bytes(head.records))
+        if isinstance(v, list) and all(isinstance(r, list) for r in v):
+            return v
+        self.problems.append(f"history op {index}: its records are not a list of lists")
+        return None
+
+    def _data_rows(self, index: int, head: _Head, loaded: Any) -> None:
+        part = head.partition
+        records = self._records(index, head, loaded)
+        if records is None:
+            return
+        if not _nonneg(part) or part > 2**31 - 1:
+            self.problems.append(f"history op {index}: read of partition {part!r}")
+            return
+        for r in records:
+            if not (
+                len(r) >= 3
+                and _nonneg(r[0])
+                and (r[1] is None or type(r[1]) is str)
+                and (r[2] is None or type(r[2]) is str)
+            ):
+                self.problems.append(
+                    f"history op {index}: read record {str(r)[:60]} is not "
+                    "[offset, key, value, headers]"
+                )
+                return
+            task, seqno, writer, bad = parse_data(r[1], r[2])
+            self._add("data", (index, part, r[0], r[1], r[2], task, seqno, writer, bad))
+
+    def _offset_rows(self, index: int, head: _Head, loaded: Any, connector: str) -> None:
+        records = self._records(index, head, loaded)
+        if records is None:
+            return
+        for r in records:
+            if not (
+                len(r) >= 4
+                and _nonneg(r[0])
+                and r[0] <= 2**31 - 1
+                and _nonneg(r[1])
+                and (r[2] is None or type(r[2]) is str)
+                and (r[3] is None or type(r[3]) is str)
+            ):
+                self.problems.append(
+                    f"history op {index}: offsets record {str(r)[:60]} is not "
+                    "[partition, offset, key, value]"
+                )
+                return
+            task = parse_offset_key(r[2], connector)
+            if task is None:
+                continue
+            seqno, unreadable = parse_offset_value(r[3])
+            self._add("offsets", (index, r[0], r[1], r[2], r[3], task, seqno, unreadable))
+
+    def _add(self, table: str, row: tuple[Any, ...]) -> None:
+        buf = self.data if table == "data" else self.offsets
+        buf.append(row)
+        self.counts[table] += 1
+        if self.spec.out is not None and len(buf) >= _ROWS_PER_GROUP:
+            self._flush(table)
+
+    def _flush(self, table: str) -> None:
+        import pyarrow.parquet as pq
+
+        from checkers.arrow_rows import rows_table
+
+        buf = self.data if table == "data" else self.offsets
+        schema = arrow_schema(table)
+        w = self._writers.get(table)
+        if w is None:
+            assert self.spec.out is not None
+            path = Path(self.spec.out) / table / f"part-{self.n:05d}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            w = self._writers[table] = pq.ParquetWriter(path, schema)
+        if buf:
+            w.write_table(rows_table(buf, schema))
+        buf.clear()
+
+    def close(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"facts": self.facts, "problems": self.problems}
+        if self.spec.out is None:
+            return out | {"data": self.data, "offsets": self.offsets}
+        for table in ("data", "offsets"):
+            if self.counts[table] or self.n == 0:
+                self._flush(table)
+            if table in self._writers:
+                self._writers.pop(table).close()
+        return out | {"counts": dict(self.counts)}
+
+
+def _str(v: Any) -> str | None:
+    return v if type(v) is str else None
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def arrow_schema(table: str) -> Any:
+    """The Arrow schema of ``data`` or ``offsets`` (Spark reads it with :func:`spark_schema`)."""
+    import pyarrow as pa
+
+    types = {"long": pa.int64(), "int": pa.int32(), "string": pa.string(), "boolean": pa.bool_()}
+    cols = DATA_COLUMNS if table == "data" else OFFSETS_COLUMNS
+    return pa.schema([(n, types[t]) for n, t in cols])
+
+
+def spark_schema(table: str) -> str:
+    """The DDL schema of ``data`` or ``offsets``."""
+    cols = DATA_COLUMNS if table == "data" else OFFSETS_COLUMNS
+    return ", ".join(f"{n} {t}" for n, t in cols)
+
+
+# ------------------------------------------------------------------------------------------
+# Scanning a run
+
+
+@dataclass
+class ConnectInput:
+    """A scanned run: its meta (or why there is none), the final ops' facts in history order,
+    and the rows (in memory, or the Parquet directory ``parquet``)."""
+
+    path: Path
+    header: dict[str, Any]
+    meta: ConnectMeta | None
+    meta_problem: str | None
+    facts: list[Fact]
+    notes: list[str] = field(default_factory=list)
+    data: list[tuple[Any, ...]] = field(default_factory=list)
+    offsets: list[tuple[Any, ...]] = field(default_factory=list)
+    parquet: Path | None = None
+
+
+def history_file(run_dir: str | os.PathLike[str]) -> Path:
+    p = Path(run_dir)
+    return p if p.is_file() else p / "history.jsonl"
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """The merged header (the sinks need the topics before the scan starts)."""
+    from history import HistoryError
+    from history.reader import HistoryReader
+    from history.schema import KIND_MERGED
+
+    if not path.is_file():
+        raise CheckerInputError(f"{path}: no such history")
+    try:
+        with HistoryReader(path, kind=KIND_MERGED) as probe:
+            header = probe.header
+    except HistoryError as e:
+        raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        raise CheckerInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if header is None:
+        raise CheckerInputError(f"{path}: empty history (no header line)")
+    return dict(header)
+
+
+def scan_connect(run_dir: str | os.PathLike[str], out: Path | None = None) -> ConnectInput:
+    """Validate the history and take its final ops apart; rows in memory, or as Parquet
+    under ``out`` (which must not exist yet) when given. Bad input raises
+    :class:`CheckerInputError` with one line."""
+    from history import HistoryError
+    from history.scan import scan_history
+
+    path = history_file(run_dir)
+    header = read_header(path)
+    meta, why = connect_meta(header)
+    sinks = RowSinks(
+        meta.data_topic if meta else None,
+        meta.offsets_topic if meta else None,
+        meta.connector if meta else None,
+        None if out is None else str(out),
+    )
+
+    def discard() -> None:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)
+
+    try:
+        scanned = scan_history(path, sinks, discard=discard)
+    except HistoryError as e:
+        raise CheckerInputError(str(e)) from None
+    except OSError as e:
+        raise CheckerInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    problems = [p for s in scanned.sinks for p in s["problems"]]
+    if problems:
+        raise CheckerInputError(f"{path}: {problems[0]}")
+    got = ConnectInput(path, header, meta, why, [], list(scanned.notes), parquet=out)
+    for s in scanned.sinks:
+        got.facts += s["facts"]
+        if out is None:
+            got.data += s["data"]
+            got.offsets += s["offsets"]
+    got.facts.sort(key=lambda f: f[0])
+    return got
+
+
+# ------------------------------------------------------------------------------------------
+# Which reads count
+
+
+@dataclass
+class Plan:
+    """What the final ops allow the engines to judge.
+
+    ``unknown``: why the verdict cannot be true or false (a read incomplete or missing, no
+    meta), else None. ``data_ops``: partition -> the history index of the ``ok``
+    read_committed read whose records count (the last one); ``offsets_op``: the ``ok``
+    offsets read that counts. ``notes`` go into the result as they are.
+    """
+
+    unknown: str | None
+    data_ops: dict[int, int] = field(default_factory=dict)
+    offsets_op: int | None = None
+    settle: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _pairs(facts: list[Fact]) -> list[tuple[Fact, Fact | None]]:
+    """The final process's ops as (invoke, completion or None), in history order: the
+    process is single-threaded, so a completion closes the open invoke of its ``f``."""
+    out: list[tuple[Fact, Fact | None]] = []
+    open_: Fact | None = None
+    for fact in facts:
+        if fact[1] == "invoke":
+            if open_ is not None:
+                out.append((open_, None))
+            open_ = fact
+        elif open_ is not None and open_[2] == fact[2]:
+            out.append((open_, fact))
+            open_ = None
+        else:  # a completion with no invoke (not a Recorder's history): judge it alone
+            out.append((fact, fact))
+    if open_ is not None:
+        out.append((open_, None))
+    return out
+
+
+def _how(done: Fact | None) -> str:
+    if done is None:
+        return "has no completion"
+    what = {"info": "ended info", "fail": "failed"}.get(done[1], f"ended {done[1]}")
+    return what + (f" ({done[6]})" if done[6] else "")
+
+
+def plan(got: ConnectInput) -> Plan:
+    """Which reads count, or why the verdict is unknown: every partition of the data topic
+    (any final read names it) needs an ``ok`` read_committed read, and the offsets topic an
+    ``ok`` offsets read."""
+    meta = got.meta
+    if meta is None:
+        return Plan(got.meta_problem or "no connect meta")
+    reads: dict[int, list[tuple[Fact, Fact | None]]] = {}
+    offsets: list[tuple[Fact, Fact | None]] = []
+    settles: list[tuple[Fact, Fact | None]] = []
+    for inv, done in _pairs(got.facts):
+        topic = inv[3] if inv[3] is not None else (done[3] if done else None)
+        if inv[2] == "read" and topic == meta.data_topic:
+            part = inv[4] if inv[4] is not None else (done[4] if done else None)
+            iso = inv[5] if inv[5] is not None else (done[5] if done else None)
+            if part is None:
+                continue
+            reads.setdefault(part, [])
+            if iso == READ_COMMITTED:
+                reads[part].append((inv, done))
+        elif inv[2] == "offsets" and topic == meta.offsets_topic:
+            offsets.append((inv, done))
+        elif inv[2] == "settle" and topic == meta.data_topic:
+            settles.append((inv, done))
+    why: list[str] = []
+    out = Plan(None)
+    if not reads:
+        why.append(f"no final read of the data topic {meta.data_topic}")
+    for part in sorted(reads):
+        oks = [d[0] for _i, d in reads[part] if d is not None and d[1] == "ok"]
+        if oks:
+            out.data_ops[part] = max(oks)
+        elif reads[part]:
+            how = _how(reads[part][-1][1])
+            why.append(f"the read_committed read of {meta.data_topic} partition {part} {how}")
+        else:
+            why.append(f"{meta.data_topic} partition {part} has no read_committed read")
+    oks = [d[0] for _i, d in offsets if d is not None and d[1] == "ok"]
+    if oks:
+        out.offsets_op = max(oks)
+    elif offsets:
+        why.append(f"the offsets read of {meta.offsets_topic} {_how(offsets[-1][1])}")
+    else:
+        why.append(f"no final offsets read of {meta.offsets_topic}")
+    if settles:
+        last = settles[-1][1]
+        out.settle = None if last is None else last[1]
+        if out.settle != "ok":
+            out.notes.append(
+                f"settle of {meta.data_topic} {_how(last)}: a transaction may have been open, "
+                "and read_committed reads stop at it (records after it count as not committed)"
+            )
+    if why:
+        out.unknown = "incomplete final reads: " + "; ".join(why)
+    return out

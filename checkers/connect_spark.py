@@ -1,0 +1,507 @@
+"""The ``connect`` checker in Spark: Kafka Connect exactly-once source anomalies (KIP-618).
+
+Why Spark: a long run commits millions of records; every rule here is an aggregation or a
+window over the committed records, so it scales past one machine's memory.
+:mod:`checkers.connect_pyref` is the same set of definitions in plain Python, and the tests
+require whole results (examples included) to be equal. Definitions: ``docs/anomalies.md``,
+"connect workload". The history is taken apart by :mod:`checkers.connect_rows` (validation,
+the final ops, the records' JSON decoded) into Parquet beside the run (``.parquet/connect``,
+reused while the history is unchanged); every rule runs on that here.
+
+Public API::
+
+    check_connect(run_dir, spark=None, max_examples=8) -> dict
+        {"checker": "connect", "valid": bool | "unknown", "anomalies": {type: count},
+         "examples": {type: [...]}, "stats", "notes", ...}
+
+A malformed history raises :class:`history.logdump.CheckerInputError` (one line).
+Incomplete final reads, or a Spark failure, give ``valid: "unknown"`` with ``error``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from checkers import connect_results as X
+from checkers.connect_rows import (
+    FORMAT,
+    ConnectInput,
+    ConnectMeta,
+    Plan,
+    connect_meta,
+    history_file,
+    plan,
+    scan_connect,
+    spark_schema,
+)
+from checkers.load import derived_cache, publish_derived
+from checkers.spark import spark_error, spark_session
+from history.logdump import CheckerInputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Row, SparkSession
+
+    from checkers.eos_log import EosLog
+
+__all__ = ["check_connect", "connect_checks", "load_connect"]
+
+#: The derived cache's name under the run's ``.parquet``.
+CACHE: Final = "connect"
+
+#: Session settings for a run of fewer committed records than :data:`SMALL_RUN`: per-query
+#: overhead dominates there, and adaptive planning and code generation cost more than they
+#: save (as in :mod:`checkers.eos_checks`).
+SMALL_RUN: Final = 200_000
+_TUNE_SMALL: Final = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "2",
+}
+_TUNE_BIG: Final = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
+
+
+# ------------------------------------------------------------------------------------------
+# Input
+
+
+def load_connect(run_dir: str | Path) -> tuple[ConnectInput, Path | None]:
+    """The scanned run with its rows as Parquet: the run's cache when it is current, else a
+    fresh scan published there; in a temp dir (returned second, for the caller to remove)
+    when the run directory is read-only."""
+    source = history_file(run_dir)
+    if not source.is_file():
+        raise CheckerInputError(f"{source}: no such history")
+    data, manifest = derived_cache(source, CACHE)
+    if manifest is not None and manifest.get("connect_format") == FORMAT:
+        return _from_manifest(source, data, manifest), None
+
+    def write(d: Path) -> dict[str, Any]:
+        got = scan_connect(source, out=d)
+        return {"header": got.header, "facts": got.facts, "notes": got.notes}
+
+    published = publish_derived(source, CACHE, write, {"connect_format": FORMAT})
+    if published is not None:
+        return _from_manifest(source, *published), None
+    tmp = Path(tempfile.mkdtemp(prefix="kh-connect-"))
+    return scan_connect(source, out=tmp / "rows"), tmp
+
+
+def _from_manifest(source: Path, data: Path, manifest: dict[str, Any]) -> ConnectInput:
+    header = manifest["header"]
+    meta, why = connect_meta(header)
+    facts = [list(f) for f in manifest["facts"]]
+    return ConnectInput(source, header, meta, why, facts, list(manifest["notes"]), parquet=data)
+
+
+# ------------------------------------------------------------------------------------------
+# The rules
+#
+# Each rule is a DataFrame of its cases with a ``w`` column (what the case adds to the count);
+# every count, and the stats, come from one job over their union (a short run's checks are
+# dominated by per-job overhead), and only the types found are asked for examples.
+
+
+class _Judge:
+    """Every rule over one run's committed records (``data``) and offsets records."""
+
+    def __init__(
+        self, spark: SparkSession, meta: ConnectMeta, data: DataFrame, offs: DataFrame, k: int
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        self.spark, self.meta, self.data, self.offs, self.k = spark, meta, data, offs, k
+        self.good = data.filter(F.col("bad").isNull())
+        self._tasks: DataFrame | None = None
+
+    def rec(self, r: Row | dict[str, Any]) -> dict[str, Any]:
+        return X.record(self.meta.data_topic, r["partition"], r["offset"], r["key"], r["value"])
+
+    def _keys(self, keys: list[tuple[int, int]]) -> DataFrame:
+        return self.spark.createDataFrame(sorted(set(keys)), "task long, seqno long")
+
+    def first_copies(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+        """The first copy (by partition, offset) of each of a few (task, seqno)."""
+        from pyspark.sql import functions as F
+
+        if not keys:
+            return {}
+        first = F.min(F.struct("partition", "offset", "key", "value")).alias("r")
+        rows = (
+            self.good.join(F.broadcast(self._keys(keys)), ["task", "seqno"])
+            .groupBy("task", "seqno")
+            .agg(first)
+            .collect()
+        )
+        return {(r["task"], r["seqno"]): self.rec(r["r"]) for r in rows}
+
+    def _top(self, df: DataFrame, *order: str | Column) -> list[Row]:
+        return df.orderBy(*order).limit(self.k).collect() if self.k else []
+
+    # -- cases ---------------------------------------------------------------------------
+
+    def duplicate(self) -> DataFrame:
+        """(task, seqno) with more than one copy; ``w``: the copies beyond the first."""
+        from pyspark.sql import functions as F
+
+        g = self.good.groupBy("task", "seqno").agg(F.count(F.lit(1)).alias("copies"))
+        return g.filter(F.col("copies") > 1).withColumn("w", F.col("copies") - 1)
+
+    def lost(self) -> DataFrame:
+        """Runs of missing seqnos ``first..last``: the gaps between a task's consecutive
+        distinct seqnos, and below its lowest one; ``w``: the run's length."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        d = self.good.select("task", "seqno").distinct()
+        w = Window.partitionBy("task").orderBy("seqno")
+        runs = d.select(
+            "task",
+            (F.coalesce(F.lag("seqno").over(w), F.lit(-1)) + 1).alias("first"),
+            (F.col("seqno") - 1).alias("last"),
+        ).filter(F.col("first") <= F.col("last"))
+        return runs.withColumn("w", F.col("last") - F.col("first") + 1)
+
+    def order(self) -> DataFrame:
+        """A task's record not above its previous one in the partition (``prev``)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        w = Window.partitionBy("partition", "task").orderBy("offset")
+        prev = F.lag(F.struct("partition", "offset", "key", "value", "seqno")).over(w)
+        return self.good.select("*", prev.alias("prev"), F.lit(1).alias("w")).filter(
+            F.col("prev").isNotNull() & (F.col("seqno") <= F.col("prev.seqno"))
+        )
+
+    def zombie(self) -> DataFrame:
+        """A record whose writer is not the one that started last before it (``latest``: that
+        writer's first record; a writer starts at its first record of the task in the
+        partition), and that is not its own writer's first record."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        first = F.min("offset").over(Window.partitionBy("partition", "task", "writer"))
+        z = self.good.select("*", first.alias("f"))
+        is_first = F.col("offset") == F.col("f")
+        upto = (
+            Window.partitionBy("partition", "task")
+            .orderBy("offset")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        latest = F.max(F.when(is_first, F.struct("partition", "offset", "writer", "key", "value")))
+        z = z.select("*", latest.over(upto).alias("latest"), F.lit(1).alias("w"))
+        return z.filter(~is_first & (F.col("latest.offset") > F.col("f")))
+
+    def tasks(self) -> DataFrame:
+        """Per task: its committed source offset (``last``, a struct: the record with the
+        highest partition, offset among this connector's records of the task that hold a
+        seqno) and its highest committed seqno (``max_seqno``)."""
+        from pyspark.sql import functions as F
+
+        if self._tasks is None:
+            last = (
+                self.offs.filter(F.col("seqno").isNotNull())
+                .groupBy("task")
+                .agg(F.max(F.struct("partition", "offset", "key", "value", "seqno")).alias("last"))
+            )
+            maxs = self.good.groupBy("task").agg(F.max("seqno").alias("max_seqno"))
+            self._tasks = last.join(maxs, ["task"], "full")
+        return self._tasks
+
+    def offsets_case(self, name: str) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        so, top = F.col("last.seqno"), F.col("max_seqno")
+        if name == "offset-ahead":
+            cond = F.col("last").isNotNull() & (top.isNull() | (so > top))
+        else:
+            cond = top.isNotNull() & (F.col("last").isNull() | (top > so))
+        return self.tasks().filter(cond).withColumn("w", F.lit(1))
+
+    def malformed(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.data.filter(F.col("bad").isNotNull()).withColumn("w", F.lit(1))
+
+    def aborted(self, log: EosLog) -> DataFrame:
+        """Committed records (malformed ones too) whose place in the broker log (on the
+        partition's reference replica) is inside a transaction an ABORT marker ended."""
+        from pyspark.sql import functions as F
+
+        aborted = (
+            log.positions(self.meta.data_topic)
+            .filter(F.col("outcome") == "aborted")
+            .select("partition", "offset")
+        )
+        return self.data.join(aborted, ["partition", "offset"]).withColumn("w", F.lit(1))
+
+    # -- examples ------------------------------------------------------------------------
+
+    def duplicate_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        from pyspark.sql import functions as F
+
+        top = [(r["task"], r["seqno"]) for r in self._top(cases, "task", "seqno")]
+        copies: dict[tuple[int, int], list[dict[str, Any]]] = {t: [] for t in top}
+        if top:
+            for r in self.good.join(F.broadcast(self._keys(top)), ["task", "seqno"]).collect():
+                copies[(r["task"], r["seqno"])].append(self.rec(r))
+        return [X.duplicate(t, s, copies[(t, s)]) for t, s in top]
+
+    def lost_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        from pyspark.sql import functions as F
+
+        top = self._top(cases, "task", "first")
+        tasks = sorted({r["task"] for r in top})
+        maxs = {
+            r["task"]: r["m"]
+            for r in self.good.filter(F.col("task").isin(tasks))
+            .groupBy("task")
+            .agg(F.max("seqno").alias("m"))
+            .collect()
+        } if tasks else {}  # fmt: skip
+        want = [(r["task"], r["first"] - 1) for r in top if r["first"] > 0]
+        want += [(r["task"], r["last"] + 1) for r in top]
+        firsts = self.first_copies(want)
+        return [
+            X.lost(
+                r["task"],
+                r["first"],
+                r["last"],
+                maxs[r["task"]],
+                firsts.get((r["task"], r["first"] - 1)) if r["first"] > 0 else None,
+                firsts.get((r["task"], r["last"] + 1)),
+            )
+            for r in top
+        ]
+
+    def order_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        return [
+            X.order(
+                r["task"], r["partition"], r["seqno"], r["prev"]["seqno"],
+                self.rec(r["prev"]), self.rec(r),
+            )
+            for r in self._top(cases, "task", "partition", "offset")
+        ]  # fmt: skip
+
+    def zombie_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        return [
+            X.zombie(
+                r["task"], r["partition"], r["writer"], r["latest"]["writer"],
+                self.rec(r["latest"]), self.rec(r),
+            )
+            for r in self._top(cases, "task", "partition", "offset")
+        ]  # fmt: skip
+
+    def offsets_examples(self, name: str, cases: DataFrame) -> list[dict[str, Any]]:
+        top = self._top(cases, "task")
+        firsts = self.first_copies(
+            [(r["task"], r["max_seqno"]) for r in top if r["max_seqno"] is not None]
+        )
+        made = []
+        for r in top:
+            last, m = r["last"], r["max_seqno"]
+            orec = None
+            if last is not None:
+                orec = X.record(
+                    self.meta.offsets_topic,
+                    last["partition"],
+                    last["offset"],
+                    last["key"],
+                    last["value"],
+                )
+            made.append(
+                X.offset_case(
+                    name,
+                    r["task"],
+                    None if last is None else last["seqno"],
+                    m,
+                    orec,
+                    None if m is None else firsts.get((r["task"], m)),
+                )
+            )
+        return made
+
+    def malformed_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        return [X.malformed(r["bad"], self.rec(r)) for r in self._top(cases, "partition", "offset")]
+
+    def aborted_examples(self, cases: DataFrame, log: EosLog) -> list[dict[str, Any]]:
+        topic = self.meta.data_topic
+        top = self._top(cases, "partition", "offset")
+        ev = log.evidence([(topic, r["partition"], r["offset"]) for r in top])
+        return [
+            X.aborted_read(
+                r["task"], r["seqno"], self.rec(r), ev.get((topic, r["partition"], r["offset"]))
+            )
+            for r in top
+        ]
+
+    # -- all of it -----------------------------------------------------------------------
+
+    def run(
+        self, log: EosLog | None
+    ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]], dict[str, Any]]:
+        """Counts and stats in one job, then the examples of the types found."""
+        from pyspark.sql import functions as F
+
+        cases: dict[str, DataFrame] = {
+            "duplicate": self.duplicate(),
+            "lost": self.lost(),
+            "order": self.order(),
+            "offset-ahead": self.offsets_case("offset-ahead"),
+            "offset-behind": self.offsets_case("offset-behind"),
+            "zombie-task-write": self.zombie(),
+            "malformed-record": self.malformed(),
+        }
+        if log is not None:
+            cases["aborted-read"] = self.aborted(log)
+        one = F.lit(1).cast("long").alias("w")
+        parts = [
+            df.select(F.lit(name).alias("type"), F.col("w").cast("long").alias("w"))
+            for name, df in cases.items()
+        ]
+        parts += [
+            self.data.select(F.lit("#records").alias("type"), one),
+            self.offs.select(F.lit("#offsets").alias("type"), one),
+            self.offs.filter(F.col("unreadable")).select(F.lit("#unreadable").alias("type"), one),
+            self.tasks().select(F.lit("#tasks").alias("type"), one),
+        ]
+        union = parts[0]
+        for df in parts[1:]:
+            union = union.unionByName(df)
+        totals = union.groupBy("type").agg(F.sum("w").alias("n")).collect()
+        got = {r["type"]: int(r["n"]) for r in totals}
+        counts = {name: got.get(name, 0) for name in cases}
+        examples: dict[str, list[dict[str, Any]]] = {}
+        build = {
+            "duplicate": self.duplicate_examples,
+            "lost": self.lost_examples,
+            "order": self.order_examples,
+            "offset-ahead": lambda c: self.offsets_examples("offset-ahead", c),
+            "offset-behind": lambda c: self.offsets_examples("offset-behind", c),
+            "zombie-task-write": self.zombie_examples,
+            "malformed-record": self.malformed_examples,
+            "aborted-read": lambda c: self.aborted_examples(c, log),  # type: ignore[arg-type]
+        }
+        for name, n in counts.items():
+            examples[name] = build[name](cases[name]) if n and self.k else []
+        stats = {
+            "committed_records": got.get("#records", 0),
+            "tasks": got.get("#tasks", 0),
+            "offsets_records": got.get("#offsets", 0),
+            "offsets_unreadable": got.get("#unreadable", 0),
+        }
+        return counts, examples, stats
+
+
+def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
+    saved: dict[str, str | None] = {}
+    for k, v in (_TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG).items():
+        saved[k] = spark.conf.get(k, None)
+        spark.conf.set(k, v)
+    return saved
+
+
+def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
+def _parquet_rows(d: Path) -> int:
+    """Rows under a Parquet directory, from the files' footers (sizes the session settings)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(d.glob("*.parquet")))
+
+
+def _judge(
+    spark: SparkSession, got: ConnectInput, p: Plan, dump: Path | None, k: int
+) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Counts, examples and stats of a run whose final reads are complete."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    assert got.meta is not None and got.parquet is not None
+    rows = _parquet_rows(got.parquet / "data")
+    saved = _tune(spark, rows)
+    data: DataFrame | None = None
+    log = None
+    try:
+        data = spark.read.schema(spark_schema("data")).parquet(str(got.parquet / "data"))
+        data = data.filter(F.col("op").isin(sorted(p.data_ops.values())))
+        if rows >= SMALL_RUN:  # read by every rule: worth keeping once it is big
+            data = data.persist(StorageLevel.MEMORY_AND_DISK)
+        offs = (
+            spark.read.schema(spark_schema("offsets"))
+            .parquet(str(got.parquet / "offsets"))
+            .filter(F.col("op") == F.lit(p.offsets_op))
+        )
+        if dump is not None:
+            from checkers.eos_log import EosLog
+            from checkers.load import load_logdump
+            from checkers.log_evidence import prepare
+
+            log = EosLog(prepare(load_logdump(spark, dump.parent.parent).df))
+        return _Judge(spark, got.meta, data, offs, k).run(log)
+    finally:
+        if log is not None:
+            log.release()
+        if data is not None:
+            data.unpersist()
+        _restore(spark, saved)
+
+
+# ------------------------------------------------------------------------------------------
+# Entry points
+
+
+def connect_checks(
+    spark: SparkSession | None, run_dir: str | Path, *, max_examples: int = 8
+) -> dict[str, Any]:
+    """The checker with a session (None: start one only if the reads are complete, and
+    stop it afterwards). Unusable input raises :class:`CheckerInputError`."""
+    X.check_max_examples(max_examples)
+    got, tmp = load_connect(run_dir)
+    try:
+        p = plan(got)
+        dump = got.path.parent / "evidence" / "logdump.jsonl"
+        has_dump = dump.is_file()
+        notes = list(p.notes) + ([] if has_dump else [X.NO_DUMP_NOTE])
+        stats = X.base_stats(got.meta, p, has_dump)
+        if p.unknown is not None or got.meta is None:
+            return X.unknown(p.unknown or "no meta", stats, notes, got.notes, max_examples)
+        try:
+            if spark is not None:
+                counts, examples, more = _judge(
+                    spark, got, p, dump if has_dump else None, max_examples
+                )
+            else:
+                with spark_session() as s:
+                    counts, examples, more = _judge(
+                        s, got, p, dump if has_dump else None, max_examples
+                    )
+        except CheckerInputError:
+            raise
+        except Exception as e:
+            return X.unknown(str(spark_error(e)), stats, notes, got.notes, max_examples)
+        return X.result(counts, examples, stats | more, notes, got.notes, max_examples)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_connect(
+    run_dir: str | Path, spark: SparkSession | None = None, max_examples: int = 8
+) -> dict[str, Any]:
+    """The connect checker on a stored run, with the given session or one started for
+    this call (stopped, JVM included, before returning)."""
+    return connect_checks(spark, Path(run_dir), max_examples=max_examples)

@@ -1,0 +1,91 @@
+package kafkaharness;
+
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.source.SourceTask;
+import org.apache.kafka.connect.source.TransactionContext;
+
+/**
+ * One task of {@link SeqSourceConnector}: consecutive seqnos of its own source partition, at
+ * a steady rate, each record's source offset its seqno.
+ *
+ * <p>A task that starts goes on after its committed source offset, so the records of a task
+ * are 0..n with no gap and no repeat exactly when the worker commits records and offsets
+ * together: the property the connect checks judge. {@code writer} names this task instance
+ * (worker pid and a nonce), so a zombie instance's late write is told from its successor's.
+ */
+public class SeqSourceTask extends SourceTask {
+  private int task;
+  private String topic;
+  private String writer;
+  private long next;
+  private int batch;
+  private long periodNanos;
+  private long due;
+  private int txnRecords;
+  private int sinceBoundary;
+  private Map<String, Integer> partition;
+
+  @Override
+  public String version() {
+    return "1";
+  }
+
+  @Override
+  public void start(Map<String, String> props) {
+    task = Integer.parseInt(props.get(SeqSourceConnector.TASK_ID));
+    topic = props.get(SeqSourceConnector.TOPIC);
+    batch = Integer.parseInt(props.getOrDefault(SeqSourceConnector.BATCH, "10"));
+    double rate = Double.parseDouble(props.getOrDefault(SeqSourceConnector.RATE, "200"));
+    periodNanos = (long) (batch * 1e9 / rate);
+    txnRecords = Integer.parseInt(props.getOrDefault(SeqSourceConnector.TXN_RECORDS, "25"));
+    partition = Map.of("task", task);
+    Map<String, Object> offset = context.offsetStorageReader().offset(partition);
+    next = offset == null ? 0 : ((Number) offset.get("seqno")).longValue() + 1;
+    writer = ProcessHandle.current().pid() + "#" + String.format("%08x", new SecureRandom().nextInt());
+    due = System.nanoTime();
+  }
+
+  @Override
+  public List<SourceRecord> poll() throws InterruptedException {
+    long wait = due - System.nanoTime();
+    if (wait > 0) {
+      // Short sleeps: poll must return often so that a stop is not held up.
+      Thread.sleep(Math.min(100, wait / 1_000_000 + 1));
+      if (due - System.nanoTime() > 0) {
+        return null;
+      }
+    }
+    due += periodNanos;
+    TransactionContext txn = context.transactionContext();
+    List<SourceRecord> out = new ArrayList<>(batch);
+    for (int i = 0; i < batch; i++) {
+      long seqno = next++;
+      String value =
+          "{\"task\":" + task + ",\"seqno\":" + seqno + ",\"writer\":\"" + writer + "\"}";
+      SourceRecord record =
+          new SourceRecord(
+              partition,
+              Map.of("seqno", seqno),
+              topic,
+              null,
+              Schema.STRING_SCHEMA,
+              Integer.toString(task),
+              Schema.STRING_SCHEMA,
+              value);
+      out.add(record);
+      if (txn != null && ++sinceBoundary >= txnRecords) {
+        txn.commitTransaction(record);
+        sinceBoundary = 0;
+      }
+    }
+    return out;
+  }
+
+  @Override
+  public void stop() {}
+}
