@@ -206,8 +206,10 @@ def test_connect_at_least_once_source_is_caught(scenario, spark) -> None:  # typ
         "connect",
         "connect-at-least-once",
         nemesis="kill-processor",
-        time_limit=40,
-        interval=6,
+        # A killed worker's JVM takes 10-20 s to come back on a loaded machine: kills closer
+        # together leave its tasks stopped to the end (only ``offset-behind`` shows then).
+        time_limit=45,
+        interval=12,
         correct=False,
         exactly_once="disabled",
         **CONNECT,

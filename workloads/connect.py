@@ -428,9 +428,19 @@ class ConnectWorkload(Supervisor):
     # --- the end of a run ------------------------------------------------------------
 
     def settle(self, timeout: float) -> bool:
-        """After the faults: every worker answers and every task of the last configuration
-        runs (failed ones restarted), so the stop below stops a whole connector."""
+        """After the faults: every worker's REST API answers and every task of the last
+        configuration runs (failed ones restarted), so the stop below stops a whole
+        connector."""
         want = self.options.task_counts()[-1]
+        t0 = time.monotonic()
+        try:
+            # A worker killed late in the load is still starting; until it has rejoined, the
+            # status topic shows its tasks RUNNING under its old incarnation.
+            self.wait_workers(timeout)
+        except WaitTimeout as exc:
+            log.warning("connect: %s", exc)
+            return False
+        timeout = max(1.0, timeout - (time.monotonic() - t0))
 
         def running() -> bool:
             status = self.status()

@@ -237,8 +237,8 @@ SCENARIOS: dict[str, Scenario] = {
             client="java",
             variant="at-least-once",
             nemesis="kill-processor",
-            time_limit=40,
-            nemesis_interval=6,
+            time_limit=45,
+            nemesis_interval=12,
             expected="invalid",
         ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
