@@ -119,7 +119,9 @@ class _KillWorker:
 def _run(cluster: Any, store: Path, name: str, nemeses: list[Any], **connect: Any) -> RunResult:
     suffix = f"-{name}-{uuid.uuid4().hex[:6]}"
     options = ConnectOptions(name_suffix=suffix, reconfigure=False, **connect)
-    run = RunOptions(workload="connect", workload_options=options, time_limit=25.0)
+    # 45 s: the killed worker's JVM takes 10-20 s to come back on a loaded machine, and its
+    # task must write again before the load ends.
+    run = RunOptions(workload="connect", workload_options=options, time_limit=45.0)
     return execute(cluster, run, store / "connect" / suffix.lstrip("-"), nemeses)
 
 
