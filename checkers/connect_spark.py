@@ -38,7 +38,7 @@ from checkers.connect_rows import (
     spark_schema,
 )
 from checkers.load import derived_cache, publish_derived
-from checkers.spark import spark_error, spark_session
+from checkers.spark import restore_conf, set_conf, spark_error, spark_session
 from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
@@ -401,19 +401,7 @@ class _Judge:
 
 
 def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
-    saved: dict[str, str | None] = {}
-    for k, v in (_TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG).items():
-        saved[k] = spark.conf.get(k, None)
-        spark.conf.set(k, v)
-    return saved
-
-
-def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
-    for k, v in saved.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
+    return set_conf(spark, _TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG)
 
 
 def _parquet_rows(d: Path) -> int:
@@ -457,7 +445,7 @@ def _judge(
             log.release()
         if data is not None:
             data.unpersist()
-        _restore(spark, saved)
+        restore_conf(spark, saved)
 
 
 # ------------------------------------------------------------------------------------------

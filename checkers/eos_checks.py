@@ -42,7 +42,7 @@ from checkers.eos_rules import (
 )
 from checkers.eos_views import build
 from checkers.load import CheckerInputError, Loaded, history_path, load_history, logdump_path
-from checkers.spark import spark_error, spark_session
+from checkers.spark import restore_conf, set_conf, spark_error, spark_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -556,7 +556,7 @@ def eos_checks(spark: SparkSession, run_dir: Path, *, max_examples: int = 8) -> 
     try:
         return _eos_checks(spark, loaded, Path(run_dir), max_examples)
     finally:
-        _restore(spark, saved)
+        restore_conf(spark, saved)
 
 
 def prepare_eos(spark: SparkSession, run_dir: Path, max_examples: int = 8) -> None:
@@ -586,7 +586,7 @@ def prepare_eos(spark: SparkSession, run_dir: Path, max_examples: int = 8) -> No
         finally:
             fr.release()
     finally:
-        _restore(spark, saved)
+        restore_conf(spark, saved)
 
 
 #: Checks run early by :func:`prepare_eos`, by (history, size, mtime, max_examples): results
@@ -647,14 +647,6 @@ def _without_log(
     return {name: r for name, r in done.items() if r is not None}
 
 
-def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
-    for k, v in saved.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
-
-
 #: Session settings by history size. Small runs (tests, short real runs) are dominated by
 #: per-query overhead: adaptive planning and whole-stage code generation cost more than they
 #: save (measured: about 3x faster without), and so does compiling expressions at all
@@ -678,11 +670,7 @@ _TUNE_BIG = {
 
 
 def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
-    saved: dict[str, str | None] = {}
-    for k, v in (_TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG).items():
-        saved[k] = spark.conf.get(k, None)
-        spark.conf.set(k, v)
-    return saved
+    return set_conf(spark, _TUNE_SMALL if rows < SMALL_RUN else _TUNE_BIG)
 
 
 def _eos_checks(

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from checkers import log_rules as R
 from checkers.load import CheckerInputError, Loaded, load_logdump, logdump_path
-from checkers.spark import spark_error, spark_session
+from checkers.spark import restore_conf, set_conf, spark_error, spark_session
 from history.logdump import FINGERPRINT_FIELDS, TXN_STATUS
 from history.logdump_format import FIELDS, MARKERS, TXN_KINDS
 
@@ -399,18 +399,7 @@ def _tune(spark: SparkSession, rows: int) -> dict[str, str | None]:
     conf = dict(_SMALL_CONF) if rows < SMALL_DUMP else {"spark.sql.adaptive.enabled": "false"}
     # Cached frames live for one run and memory is cheaper than CPU here: skip compression.
     conf["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
-    saved = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    return saved
-
-
-def _restore(spark: SparkSession, saved: dict[str, str | None]) -> None:
-    for k, v in saved.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
+    return set_conf(spark, conf)
 
 
 # ------------------------------------------------------------------------------------------
@@ -981,7 +970,7 @@ def evidence_checks(
     try:
         loaded: Loaded = load_logdump(spark, run_or_file, cache=cache)
     except BaseException:
-        _restore(spark, saved)
+        restore_conf(spark, saved)
         raise
     ev = prepare(loaded.df, partitions=partitions_for(spark, loaded.rows))
     try:
@@ -990,7 +979,7 @@ def evidence_checks(
         outcomes = _epoch_stats(ev)["_outcomes"]
     finally:
         ev.release()
-        _restore(spark, saved)
+        restore_conf(spark, saved)
     out = R.combine(results)
     out["stats"] = {
         "records": loaded.rows,

@@ -250,6 +250,24 @@ def _end_gateway(gateway: Any, timeout: float = 20.0) -> None:
                 proc.wait(timeout=5)
 
 
+def set_conf(spark: SparkSession, conf: dict[str, str]) -> dict[str, str | None]:
+    """Set a session's SQL settings for one check; the values they replace, for
+    :func:`restore_conf` (each check runs in a session of its own, so nothing else sees them)."""
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    return saved
+
+
+def restore_conf(spark: SparkSession, saved: dict[str, str | None]) -> None:
+    """Put back what :func:`set_conf` replaced (unset what was unset)."""
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
 def jvm_pid() -> int | None:
     """Process id of the JVM this module started (None if it did not start one)."""
     gw = _owned.get("gateway")
