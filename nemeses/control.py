@@ -80,6 +80,14 @@ class ClientControl(Protocol):
     # Optional (faults ask with ``getattr``): ``processor_gids() -> dict[int, int]``, the
     # group id each live processor runs with (its own, per supervisor slot), for the live
     # instances that have one; what ``cut-processor`` cuts off the network.
+    #
+    # Optional: ``processor_roles: tuple[str, ...]`` and ``aim_processor(role, pick) ->
+    # tuple[int, str] | None`` (the live instance in that role now, and why), for clients
+    # whose processes are not interchangeable (a Connect group's leader, a task's worker);
+    # processor faults then aim at a role for some picks (``nemeses.targets``).
+    #
+    # Optional: ``processor_ready(instance) -> bool``, whether a (re)started instance is
+    # serving again; ``roll-processors`` waits for it before it restarts the next one.
 
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         """Make ``instance`` kill or stop itself at moment ``at`` (empty: disarm)."""

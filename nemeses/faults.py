@@ -9,6 +9,7 @@ Parameters come from the schedule (seeded), so the same schedule means the same 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import signal
@@ -17,7 +18,13 @@ from itertools import combinations
 from typing import Any
 
 from common.procfs import catches_signal, process_state
-from nemeses.targets import FaultContext, choose_broker_role, resolve_broker, resolve_processor
+from nemeses.targets import (
+    FaultContext,
+    ProcessorTarget,
+    choose_broker_role,
+    resolve_broker,
+    resolve_processor,
+)
 
 
 class FaultError(RuntimeError):
@@ -189,7 +196,7 @@ NEXT_TXN_API_KEYS = (24, 0)
 
 def _processor_tid(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]:
     """The processor a pick points at and its transactional id now."""
-    instance, _pid = _processor(ctx, params)
+    instance = _processor(ctx, params).instance
     assert ctx.clients is not None
     tid = ctx.clients.transactional_ids().get(instance)
     if tid is None:
@@ -400,7 +407,7 @@ def processor_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[
     return {"pick": rng.randrange(1 << 30)}
 
 
-def _processor(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int]:
+def _processor(ctx: FaultContext, params: dict[str, Any]) -> ProcessorTarget:
     found = resolve_processor(ctx, params)
     if found is None:
         raise FaultError("no live processor to target")
@@ -408,10 +415,10 @@ def _processor(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int]:
 
 
 def processor_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
-    instance, pid = _processor(ctx, params)
+    instance, pid, why = _processor(ctx, params)
     os.kill(pid, signal.SIGSTOP)
     _wait(lambda: process_state(pid) == "T", 10, f"processor {instance} (pid {pid}) in state T")
-    return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
+    return {"targets": [instance], "pid": pid, "why": why}
 
 
 def processor_pause_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
@@ -432,7 +439,7 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     has no SIGUSR1 handler yet (still starting: the signal would kill it), are stopped
     directly.
     """
-    instance, pid = _processor(ctx, params)
+    instance, pid, why = _processor(ctx, params)
     if getattr(ctx.clients, "pause_at_commit", False) and catches_signal(pid, signal.SIGUSR1):
         os.kill(pid, signal.SIGUSR1)
         try:
@@ -450,15 +457,81 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         "targets": [instance],
         "pid": pid,
         "mode": mode,
-        "why": f"processor instance {instance} paused past its session timeout",
+        "why": f"{why}, paused past its session timeout",
     }
 
 
 def processor_kill_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
-    instance, pid = _processor(ctx, params)
+    instance, pid, why = _processor(ctx, params)
     os.kill(pid, signal.SIGKILL)
     _wait(lambda: process_state(pid) in (None, "Z"), 10, f"processor {instance} gone")
-    return {"targets": [instance], "pid": pid, "why": f"processor instance {instance}"}
+    return {"targets": [instance], "pid": pid, "why": why}
+
+
+#: Seconds a processor has to stop after SIGTERM in a clean roll before it is SIGKILLed, and
+#: for its successor to be serving (a Connect worker JVM scans its plugins and rejoins).
+ROLL_STOP_S = 30.0
+ROLL_READY_S = 90.0
+
+
+def roll_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
+    return {"clean": rng.random() < 0.5, "seed": rng.randrange(1 << 30)}
+
+
+def _stop_pid(pid: int, sig: signal.Signals) -> None:
+    """``sig`` to a process and wait until it is gone (SIGCONT first: a paused process cannot
+    act on SIGTERM); one that has not stopped after ROLL_STOP_S is SIGKILLed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, sig)
+    try:
+        _wait(lambda: process_state(pid) in (None, "Z"), ROLL_STOP_S, f"pid {pid} stopped")
+    except FaultError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _wait(lambda: process_state(pid) in (None, "Z"), 10, f"pid {pid} killed")
+
+
+def _successor(clients: Any, before: set[int]) -> int:
+    """The first instance the workload started after ``before`` (its instance ids then)."""
+    found: list[int] = []
+
+    def started() -> bool:
+        found[:] = sorted(set(clients.processor_pids()) - before)
+        return bool(found)
+
+    _wait(started, ROLL_READY_S, "a successor of the stopped processor")
+    return found[0]
+
+
+def roll_processors_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Restart every processor in turn, as an operator's rolling deploy does (Kafka's own
+    Connect system test bounces workers cleanly and hard): each is stopped (SIGTERM, or
+    SIGKILL for a hard roll), and the next goes down only once the workload has started its
+    successor and that successor serves again."""
+    if ctx.clients is None:
+        raise FaultError("roll-processors needs workload processes")
+    clients = ctx.clients
+    clean = bool(params.get("clean"))
+    order = sorted(clients.processor_pids())
+    random.Random(params.get("seed", 0)).shuffle(order)
+    ready = getattr(clients, "processor_ready", None)
+    rolled: list[int] = []
+    for instance in order:
+        before = clients.processor_pids()
+        pid = before.get(instance)
+        if pid is None:  # gone already (another fault); its successor is someone else's
+            continue
+        _stop_pid(pid, signal.SIGTERM if clean else signal.SIGKILL)
+        nxt = _successor(clients, set(before))
+        if ready is not None:
+            _wait(functools.partial(ready, nxt), ROLL_READY_S, f"processor {nxt} serving")
+        rolled.append(instance)
+    return {
+        "targets": rolled,
+        "clean": clean,
+        "why": f"{'clean' if clean else 'hard'} rolling restart of the processors",
+    }
 
 
 def _processor_gids(ctx: FaultContext) -> dict[int, int]:
@@ -486,7 +559,7 @@ def cut_processor_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, 
         raise FaultError(
             "no live processor runs with a group id of its own (root and a host slot needed)"
         )
-    instance, pid = found
+    instance, pid, why = found
     gid = gids[instance]
     ctx.cluster.cut_client(gid)  # verified in the rules before it returns
     # A cut connect hangs until the probe's timeout: keep it short (the cut is on already).
@@ -496,7 +569,7 @@ def cut_processor_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, 
         "targets": [instance],
         "pid": pid,
         "gid": gid,
-        "why": f"processor instance {instance} (group {gid}) cut from every broker",
+        "why": f"{why} (group {gid}) cut from every broker",
     }
 
 
@@ -703,7 +776,7 @@ def _stop_at_moment(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int
     """
     if not _hooks(ctx):
         raise FaultError("moment-aimed faults need processors with hook points")
-    instance, pid = _processor(ctx, params)
+    instance, pid, _why = _processor(ctx, params)
     if not _arm(ctx, instance, params["at"], "stop", int(params.get("delay_ms", 0))):
         raise FaultError(f"processor {instance} could not be armed (starting or gone)")
     assert ctx.clients is not None

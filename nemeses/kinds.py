@@ -161,6 +161,16 @@ KINDS: dict[str, FaultKind] = {
             description="SIGKILL a processor; the workload starts a new instance",
         ),
         FaultKind(
+            "roll-processors",
+            f.roll_params,
+            f.roll_processors_start,
+            f.noop_stop,
+            needs_clients=True,
+            instant=True,
+            description="restart every processor in turn (SIGTERM, or SIGKILL for a hard "
+            "roll), each successor serving before the next goes down",
+        ),
+        FaultKind(
             "crash-clients",
             f.crash_params,
             f.crash_start,

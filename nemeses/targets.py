@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nemeses.control import ClientControl, ClusterControl
 
@@ -78,11 +78,28 @@ def _leader_of(cluster: ClusterControl, topic: str, partition: int) -> int | Non
     return None
 
 
+#: Bits of a processor fault's ``pick`` below this shift choose the instance; the bits above
+#: choose a role among the ones the clients name (``ClientControl.processor_roles``), so a
+#: schedule drawn before roles existed resolves exactly as it did.
+ROLE_SHIFT = 20
+
+
+class ProcessorTarget(NamedTuple):
+    instance: int
+    pid: int
+    why: str
+
+
 def resolve_processor(
     ctx: FaultContext, params: dict[str, Any], among: Collection[int] | None = None
-) -> tuple[int, int] | None:
-    """(instance id, pid) of the processor a slot pick points at now, or None; ``among``
-    limits the pick to those instances (the ones a fault can act on)."""
+) -> ProcessorTarget | None:
+    """The processor a pick points at now, or None; ``among`` limits the pick to those
+    instances (the ones a fault can act on).
+
+    Clients that know roles among their processes (Connect: the group's leader, the worker
+    that runs a given task) get one of them, or the plain pick, from the pick's high bits;
+    a role that resolves to nobody falls back to the plain pick, and ``why`` says which.
+    """
     if ctx.clients is None:
         return None
     pids = ctx.clients.processor_pids()
@@ -90,5 +107,19 @@ def resolve_processor(
         pids = {i: pid for i, pid in pids.items() if i in among}
     if not pids:
         return None
-    instance = _slot_pick(list(pids), int(params.get("pick", 0)))
-    return instance, pids[instance]
+    pick = int(params.get("pick", 0))
+    roles: tuple[str, ...] = tuple(getattr(ctx.clients, "processor_roles", ()))
+    fallback = ""
+    if roles:
+        choice = (pick >> ROLE_SHIFT) % (len(roles) + 1)
+        if choice:
+            role = roles[choice - 1]
+            aimed = ctx.clients.aim_processor(role, pick)  # type: ignore[attr-defined]
+            if aimed is not None and aimed[0] in pids:
+                instance, why = aimed
+                return ProcessorTarget(
+                    instance, pids[instance], f"processor instance {instance}, {why}"
+                )
+            fallback = f" ({role} unavailable)"
+    instance = _slot_pick(list(pids), pick)
+    return ProcessorTarget(instance, pids[instance], f"processor instance {instance}{fallback}")

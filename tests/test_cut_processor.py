@@ -143,7 +143,8 @@ def test_start_cuts_a_live_processor_that_has_a_group_id_and_stop_heals_it() -> 
         instance = details["targets"][0]
         hit.add(instance)
         # The pick is the processor faults' own, among the processors it can act on.
-        assert resolve_processor(ctx, {"pick": pick}, among={2, 3}) == (instance, details["pid"])
+        target = resolve_processor(ctx, {"pick": pick}, among={2, 3})
+        assert target is not None and target[:2] == (instance, details["pid"])
         assert details["gid"] == FakeClients().processor_gids()[instance]
         assert cluster.cuts == {details["gid"]} and "cut from every broker" in details["why"]
         assert cut_processor_stop(ctx, details) == {"healed": True}

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,6 +39,7 @@ from workloads.connect_config import (
     WORKER_MAIN,
     ConnectOptions,
 )
+from workloads.connect_journal import TaskJournals
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, Supervisor, child_env, spawn_command
 from workloads.spec import Figures, Option, WorkloadSpec
@@ -156,6 +158,7 @@ class ConnectWorkload(Supervisor):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._created = False
+        self.journals: TaskJournals | None = None
 
     # --- ClientControl ---------------------------------------------------------------
 
@@ -209,6 +212,55 @@ class ConnectWorkload(Supervisor):
         if child is None or child.proc.poll() is not None:
             raise HarnessError(f"no live worker {worker}")
         os.kill(child.proc.pid, signal.SIGKILL)
+
+    #: What processor faults aim at besides a random worker (``nemeses.targets``): the group
+    #: leader, which assigns the tasks and fences zombie task producers before a round of
+    #: new ones starts (KIP-618), and the worker that runs a given task.
+    processor_roles = ("leader", "task-worker")
+
+    def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
+        """The live worker in ``role`` now, and why; None if no worker holds it now."""
+        if role == "leader":
+            port, why = self._leader_port(), "the Connect group's leader"
+        elif role == "task-worker":
+            tasks = sorted(
+                (t["id"], p)
+                for t in (self._status or {}).get("tasks") or []
+                if t.get("state") == "RUNNING" and (p := _port_of(t.get("worker_id"))) is not None
+            )
+            if not tasks:
+                return None
+            task, port = tasks[pick % len(tasks)]
+            why = f"the worker running task {task}"
+        else:
+            return None
+        for instance, child in self._live().items():
+            if port is not None and self.ports[child.slot] == port:
+                return instance, why
+        return None
+
+    def _leader_port(self) -> int | None:
+        """The REST port of the leader of the newest generation a live worker joined, from
+        the workers' logs (Connect says who leads only there)."""
+        best: tuple[int, int | None] = (-1, None)
+        for instance in self._live():
+            for match in _JOINED.finditer(_tail(self.logs_dir / f"worker-{instance}.log")):
+                generation, port = int(match[1]), int(match[2])
+                if generation > best[0]:
+                    best = (generation, port)
+        return best[1]
+
+    def processor_ready(self, instance: int) -> bool:
+        """A (re)started worker serves once its REST API answers."""
+        with self._lock:
+            child = self._children.get(instance)
+        if child is None or child.proc.poll() is not None:
+            return False
+        try:
+            rest_call(self.ports[child.slot], "GET", "/")
+        except RestError:
+            return False
+        return True
 
     # --- workers ---------------------------------------------------------------------
 
@@ -337,9 +389,17 @@ class ConnectWorkload(Supervisor):
             rec.ok(f, {**value, **(answer or {})})
             return answer
 
+    def _journal_dir(self) -> str:
+        return str(self.journals.directory) if self.journals is not None else ""
+
     def create_connector(self) -> None:
         o = self.options
-        config = o.connector_config(o.tasks)
+        if self.journals is None:
+            self.journals = TaskJournals(
+                self.connect_dir / "tasks", self.processes_dir, self.logs_dir
+            )
+            self.journals.start()
+        config = o.connector_config(o.tasks, self._journal_dir())
 
         def create() -> dict[str, Any]:
             self._any_worker("PUT", f"/connectors/{o.connector}/config", config)
@@ -391,7 +451,8 @@ class ConnectWorkload(Supervisor):
         o = self.options
 
         def put() -> dict[str, Any]:
-            self._any_worker("PUT", f"/connectors/{o.connector}/config", o.connector_config(tasks))
+            config = o.connector_config(tasks, self._journal_dir())
+            self._any_worker("PUT", f"/connectors/{o.connector}/config", config)
             return {}
 
         return self._op("reconfigure", {"connector": o.connector, "tasks": tasks}, put) is not None
@@ -510,16 +571,37 @@ class ConnectWorkload(Supervisor):
         running = self.settle(timeout)
         stopped = self.stop_connector(timeout)
         self.stop_workers()
+        self._stop_journals()
         return self.final_state() and running and stopped
+
+    def _stop_journals(self) -> None:
+        """After the workers: their last confirmations are in the journals by then."""
+        if self.journals is not None:
+            self.journals.stop()
 
     def close(self) -> None:
         """Idempotent: no worker outlives the workload, every file is closed."""
         self.stop_driver()
         self.stop_workers()
+        self._stop_journals()
         with self._rest_lock:
             if self._driver is not None:
                 self._driver.close()
         self._close_files()
+
+
+#: A worker's log line when it joined a generation; it names the group's leader.
+_JOINED = re.compile(r"Joined group at generation (\d+) .*?leaderUrl='http://[^:/]+:(\d+)/?'")
+
+
+def _tail(path: Path, size: int = 256 * 1024) -> str:
+    """The last ``size`` bytes of a log (empty if it is not there)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - size))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _port_of(worker_id: Any) -> int | None:

@@ -133,7 +133,9 @@ class ConnectOptions:
             "producer.request.timeout.ms": "10000",
         }
 
-    def connector_config(self, tasks: int) -> dict[str, str]:
+    def connector_config(self, tasks: int, journal_dir: str = "") -> dict[str, str]:
+        """The connector's config; ``journal_dir`` is where its tasks keep their journals
+        (``workloads.connect_journal``; empty: none)."""
         config = {
             "connector.class": CONNECTOR_CLASS,
             "tasks.max": str(tasks),
@@ -142,6 +144,8 @@ class ConnectOptions:
             "seq.batch": str(self.batch),
             "seq.txn.records": str(self.txn_records),
         }
+        if journal_dir:
+            config["seq.journal.dir"] = journal_dir
         if self.own_offsets_topic:
             config["offsets.storage.topic"] = self.offsets_topic
         if self.exactly_once == "enabled":

@@ -24,6 +24,7 @@ public class SeqSourceConnector extends SourceConnector {
   static final String BATCH = "seq.batch";
   static final String TXN_RECORDS = "seq.txn.records";
   static final String TASK_ID = "seq.task.id";
+  static final String JOURNAL_DIR = "seq.journal.dir";
 
   private Map<String, String> props = new HashMap<>();
 
@@ -59,7 +60,9 @@ public class SeqSourceConnector extends SourceConnector {
             "records per second per task")
         .define(BATCH, ConfigDef.Type.INT, 10, ConfigDef.Importance.LOW, "records per poll")
         .define(TXN_RECORDS, ConfigDef.Type.INT, 25, ConfigDef.Importance.LOW,
-            "records per transaction when transaction.boundary=connector");
+            "records per transaction when transaction.boundary=connector")
+        .define(JOURNAL_DIR, ConfigDef.Type.STRING, "", ConfigDef.Importance.LOW,
+            "directory of the tasks' journals (what each polled and had committed); empty: none");
   }
 
   @Override
