@@ -188,7 +188,7 @@ CONNECT = {"workers": 3, "tasks": 3, "partitions": 3}
 @pytest.mark.parametrize(
     ("name", "nemesis", "extra"),
     [
-        ("connect-worker-kills", "kill-processor,crash-clients", {}),
+        ("connect-worker-kills", "kill-processor,crash-clients,roll-processors", {}),
         ("connect-zombie-workers", "zombie,pause-processor", {"boundary": "interval"}),
         ("connect-cut-workers", "cut-processor,client-cut", {"boundary": "connector"}),
         ("connect-brokers", "partition,kill,pause", {}),

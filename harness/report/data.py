@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.report.connect_journeys import ConnectJourneys, parse_value
 from harness.storefiles import read_json_dict
 from history import is_nemesis, iter_history
 from workloads.spec import Figures
@@ -64,7 +65,8 @@ def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
     most ``limit``, taken in turn from each checker so that every anomaly type gets some.
 
     The ops and records an example carries as context are not walked: they name every value
-    of a transaction, most of them innocent.
+    of a transaction, most of them innocent (and a connect example's records hold the
+    record's JSON text under ``value``, not a value's name).
     """
 
     def walk(node: Any, out: dict[str, None]) -> None:
@@ -74,7 +76,7 @@ def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
                     out[v] = None
                 elif k == "values" and isinstance(v, list):
                     out.update((x, None) for x in v if isinstance(x, str))
-                elif k not in ("ops", "records"):
+                elif k not in ("ops", "records", "record", "offsets_record"):
                     walk(v, out)
         elif isinstance(node, list):
             for item in node:
@@ -127,7 +129,13 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     history = run_dir / "history.jsonl"
     if not history.exists():
         return data
-    wanted = flagged_values(data.results, journey_limit)
+    flagged = flagged_values(data.results, journey_limit)
+    # A connect value ("<task>:<seqno>") is found by what the ops mean, an eos one by name;
+    # each search runs only if some value of its kind is wanted.
+    connect = ConnectJourneys(
+        flagged, lambda v, inv, op, what, res: _step(v, inv, op, data.t0, (what, res))
+    )
+    wanted = {v for v in flagged if parse_value(v) is None}
     invokes: dict[Any, tuple[int, dict[str, Any]]] = {}
     open_faults: dict[str, list[Fault]] = defaultdict(list)
     first = True
@@ -153,6 +161,8 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
                 vals = set(_values_in(inv)) | set(_values_in(op))
                 for v in vals & wanted:
                     data.journeys.setdefault(v, []).append(_step(v, inv, op, data.t0))
+            if connect:
+                connect.see(inv, op)
         if is_nemesis(proc) and kind == "ok":
             value = op.get("value") or {}
             if f == "start":
@@ -177,11 +187,15 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         data.unfinished.append((t, str(inv["process"]), inv.get("index", 0)))
         for v in set(_values_in(inv)) & wanted:
             data.journeys.setdefault(v, []).append(_step(v, inv, None, data.t0))
+        if connect:
+            connect.see(inv, None)
+    for v, steps in connect.finish().items():
+        data.journeys.setdefault(v, []).extend(steps)
     for fault in data.faults:
         if fault.end is None:
             fault.end = data.span
     for value, step in log_steps(data.results, wall0, data.span):
-        if value in wanted:
+        if value in flagged:
             data.journeys.setdefault(value, []).append(step)
     return data
 
@@ -235,7 +249,10 @@ def log_steps(
                 "result": {"records": log.get("records")},
                 "error": None,
             }
-            for v in ex.get("values") or []:
+            named = list(ex.get("values") or [])
+            if isinstance(ex.get("value"), str):  # a connect example names its one seqno
+                named.append(ex["value"])
+            for v in named:
                 if isinstance(v, str):
                     out.append((v, step))
     return out
@@ -256,17 +273,28 @@ def _marker_times(log: dict[str, Any], wall0: int | None) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _step(value: str, inv: dict[str, Any], op: dict[str, Any] | None, t0: int) -> dict[str, Any]:
-    """One row of a value's journey: when, who, and what happened to that value."""
+def _step(
+    value: str,
+    inv: dict[str, Any],
+    op: dict[str, Any] | None,
+    t0: int,
+    found: tuple[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One row of a value's journey: when, who, and what happened to that value.
+
+    ``found``: what the op did to the value and the part of its result that concerns it, when
+    the workload says so itself (a connect read's matching records, not its millions); else
+    :func:`describe` says it and the row keeps the whole result.
+    """
     return {
         "t": round((inv["time"] - t0) / 1e9, 3),
         "t_end": round((op["time"] - t0) / 1e9, 3) if op else None,
         "process": inv["process"],
         "f": inv["f"],
         "type": op["type"] if op else "never completed",
-        "what": describe(value, inv, op),
+        "what": found[0] if found else describe(value, inv, op),
         "invoke": inv.get("value"),
-        "result": op.get("value") if op else None,
+        "result": found[1] if found else op.get("value") if op else None,
         "error": op.get("error") if op else None,
     }
 

@@ -10,6 +10,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from checkers.anomalies import counts_of, describe, found
+from harness.report.connect_journeys import parse_value
 from harness.report.data import RunData, flagged_values, load_run
 from harness.report.plots import fault_colors, throughput_latency, timeline
 
@@ -170,11 +171,18 @@ def _active(data: RunData, t: float, until: float | None = None) -> list[str]:
     ]
 
 
+def _journey_order(value: str) -> tuple[int, int, str]:
+    """Connect values (``task:seqno``) by task, then seqno as a number (``1:10`` after
+    ``1:9``); any other value by its name."""
+    ts = parse_value(value)
+    return (ts[0], ts[1], "") if ts else (-1, -1, value)
+
+
 def _journeys(data: RunData) -> list[tuple[str, list[dict[str, Any]]]]:
     """Every op that touched a flagged value, in time order, with the faults active while it
     ran."""
     out = []
-    for value, steps in sorted(data.journeys.items()):
+    for value, steps in sorted(data.journeys.items(), key=lambda kv: _journey_order(kv[0])):
         rows = []
         for s in sorted(steps, key=lambda s: s["t"]):
             # An op that never completed: the faults at its start (its end is unknown).
