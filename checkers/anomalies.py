@@ -315,7 +315,9 @@ QUEUE: Final = (
 # ------------------------------------------------------------------------------------------
 # connect workload (docs/anomalies.md, "connect workload"): Kafka Connect exactly-once source
 # tasks (KIP-618). One checker, ``connect``; a record in an example is ``{"topic",
-# "partition", "offset", "key", "value"}`` as the final read returned it.
+# "partition", "offset", "key", "value"}`` as the final read returned it. An example's own
+# ``value`` is the seqno it is about as ``"<task>:<seqno>"``, first so that the report, which
+# follows the values examples name, finds it (a malformed record names none).
 
 
 def _connect(
@@ -329,43 +331,50 @@ CONNECT: Final = (
         "duplicate",
         "a task's seqno committed more than once",
         "extra copies",
-        ("task", "seqno", "copies", "records"),
+        ("value", "task", "seqno", "copies", "records"),
     ),
     _connect(
         "lost",
         "a task's seqno below its highest committed one that was never committed",
         "missing seqnos",
-        ("task", "first", "last", "missing", "max_seqno", "records"),
+        ("value", "task", "first", "last", "missing", "max_seqno", "records"),
+    ),
+    _connect(
+        "acknowledged-lost",
+        "a seqno Connect confirmed to its task (the task journal's commitRecord) not committed",
+        "confirmed seqnos missing",
+        ("value", "task", "first", "last", "missing", "writer", "ms", "max_seqno"),
     ),
     _connect(
         "order",
         "a task's committed record not above the task's previous record in its partition",
         "records",
-        ("task", "partition", "seqno", "prev_seqno", "records"),
+        ("value", "task", "partition", "seqno", "prev_seqno", "records"),
     ),
     _connect(
         "offset-ahead",
         "a task's committed source offset above its highest committed seqno (records lost)",
         "tasks",
-        ("task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
+        ("value", "task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
     ),
     _connect(
         "offset-behind",
         "a task's highest committed seqno above its committed source offset (would repeat)",
         "tasks",
-        ("task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
+        ("value", "task", "source_offset", "max_seqno", "gap", "offsets_record", "record"),
     ),
     _connect(
         "zombie-task-write",
         "a committed record of a task instance after its successor's first committed record",
         "records",
-        ("task", "partition", "writer", "newer_writer", "records"),
+        ("value", "task", "partition", "writer", "newer_writer", "records"),
     ),
     _connect(
         "aborted-read",
         "a read_committed record that the broker log shows inside an aborted transaction",
         "records",
         ("task", "seqno", "records", "log"),
+        optional=("value",),  # only a record of the connector's names a seqno
     ),
     _connect(
         "malformed-record",

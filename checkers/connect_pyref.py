@@ -13,9 +13,11 @@ Public API::
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ Row = tuple[Any, ...]
 # Columns of a data row and of an offsets row (checkers.connect_rows.DATA_COLUMNS, ...).
 OP, PART, OFF, KEY, VAL, TASK, SEQ, WRITER, BAD = range(9)
 UNREADABLE = 7
+# Columns of a confirmed range (checkers.connect_rows.CONFIRMED_COLUMNS).
+C_OP, C_TASK, C_WRITER, C_FIRST, C_LAST, C_MS = range(6)
 
 
 def check_connect_pyref(run_dir: str | os.PathLike[str], max_examples: int = 8) -> dict[str, Any]:
@@ -42,26 +46,34 @@ def check_connect_pyref(run_dir: str | os.PathLike[str], max_examples: int = 8) 
     p = plan(got)
     dump_path = got.path.parent / "evidence" / "logdump.jsonl"
     has_dump = dump_path.is_file()
-    notes = list(p.notes) + ([] if has_dump else [X.NO_DUMP_NOTE])
-    stats = X.base_stats(got.meta, p, has_dump)
+    notes = X.base_notes(p, has_dump, got.journal_ops)
+    stats = X.base_stats(got.meta, p, has_dump, got.journal_ops)
     if p.unknown is not None or got.meta is None:
         return X.unknown(p.unknown or "no meta", stats, notes, got.notes, max_examples)
     used = set(p.data_ops.values())
     data = sorted((r for r in got.data if r[OP] in used), key=lambda r: (r[PART], r[OFF]))
     offsets = [r for r in got.offsets if r[OP] == p.offsets_op]
-    judged = _Judge(got.meta, data, offsets, max_examples)
+    confirmed = got.confirmed if got.journal_ops else None
+    judged = _Judge(got.meta, data, offsets, confirmed, max_examples)
     counts, examples = judged.run(dump_path if has_dump else None)
     stats |= judged.stats()
     return X.result(counts, examples, stats, notes, got.notes, max_examples)
 
 
 class _Judge:
-    """Every rule over one run's committed records (sorted by partition, offset)."""
+    """Every rule over one run's committed records (sorted by partition, offset) and, when
+    the history has task journals, the seqno ranges Connect confirmed (else None)."""
 
     def __init__(
-        self, meta: ConnectMeta, data: list[Row], offsets: list[Row], max_examples: int
+        self,
+        meta: ConnectMeta,
+        data: list[Row],
+        offsets: list[Row],
+        confirmed: list[Row] | None,
+        max_examples: int,
     ) -> None:
         self.meta, self.data, self.offsets, self.k = meta, data, offsets, max_examples
+        self.confirmed = confirmed
         self.good = [r for r in data if r[BAD] is None]
         self.copies: dict[tuple[int, int], list[Row]] = defaultdict(list)
         for r in self.good:
@@ -97,6 +109,8 @@ class _Judge:
             ("malformed-record", self.malformed),
         ):
             counts[name], examples[name] = fn()
+        if self.confirmed is not None:
+            counts["acknowledged-lost"], examples["acknowledged-lost"] = self.acknowledged()
         if dump is not None:
             counts["aborted-read"], examples["aborted-read"] = self.aborted(dump)
         return counts, examples
@@ -142,6 +156,38 @@ class _Judge:
         ]
         return n, made
 
+    def acknowledged(self) -> tuple[int, list[dict[str, Any]]]:
+        """Runs of seqnos a ``committed`` journal op confirmed that have no copy: each task's
+        confirmed ranges merged, then split at the seqnos that have one."""
+        assert self.confirmed is not None
+        ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for r in self.confirmed:
+            ranges[r[C_TASK]].append((r[C_FIRST], r[C_LAST]))
+        present: dict[int, list[int]] = defaultdict(list)
+        for task, seqno in sorted(self.copies):
+            present[task].append(seqno)
+        runs = [
+            (task, first, last)
+            for task in sorted(ranges)
+            for a, b in _merged(ranges[task])
+            for first, last in _absent(a, b, present.get(task, []))
+        ]
+        n = sum(last - first + 1 for _t, first, last in runs)
+        made = [
+            X.acknowledged_lost(t, first, last, *self._claimant(t, first), self.max_seqno.get(t))
+            for t, first, last in runs[: self.k]
+        ]
+        return n, made
+
+    def _claimant(self, task: int, seqno: int) -> tuple[str, int]:
+        """``(writer, ms)`` of the earliest (by history index) committed op confirming it."""
+        assert self.confirmed is not None
+        r = min(
+            (r for r in self.confirmed if r[C_TASK] == task and r[C_FIRST] <= seqno <= r[C_LAST]),
+            key=lambda r: r[C_OP],
+        )
+        return r[C_WRITER], r[C_MS]
+
     def _by_partition_task(self) -> dict[tuple[int, int], list[Row]]:
         """Each task's committed records per partition, in offset order."""
         out: dict[tuple[int, int], list[Row]] = defaultdict(list)
@@ -175,7 +221,7 @@ class _Judge:
                     cases.append((task, part, r[OFF], latest, r))
         cases.sort(key=lambda c: c[:3])
         made = [
-            X.zombie(t, p, cur[WRITER], newer[WRITER], self.rec(newer), self.rec(cur))
+            X.zombie(t, p, cur[SEQ], cur[WRITER], newer[WRITER], self.rec(newer), self.rec(cur))
             for t, p, _o, newer, cur in cases[: self.k]
         ]
         return len(cases), made
@@ -232,3 +278,31 @@ class _Judge:
             for r in first
         ]
         return len(bad), made
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Inclusive ranges merged where they overlap or touch, ascending: a run of missing
+    seqnos must not be split where two journal entries happen to meet."""
+    cur: tuple[int, int] | None = None
+    for a, b in sorted(ranges):
+        if cur is not None and a <= cur[1] + 1:
+            cur = (cur[0], max(cur[1], b))
+            continue
+        if cur is not None:
+            yield cur
+        cur = (a, b)
+    if cur is not None:
+        yield cur
+
+
+def _absent(a: int, b: int, have: list[int]) -> Iterator[tuple[int, int]]:
+    """The runs of ``a..b`` not in ``have`` (ascending, distinct)."""
+    i = bisect.bisect_left(have, a)
+    cur = a
+    while i < len(have) and have[i] <= b:
+        if have[i] > cur:
+            yield cur, have[i] - 1
+        cur = have[i] + 1
+        i += 1
+    if cur <= b:
+        yield cur, b

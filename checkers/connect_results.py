@@ -18,7 +18,10 @@ __all__ = [
     "ANOMALY_TYPES",
     "CHECKER",
     "NO_DUMP_NOTE",
+    "NO_JOURNAL_NOTE",
     "aborted_read",
+    "acknowledged_lost",
+    "base_notes",
     "base_stats",
     "check_max_examples",
     "duplicate",
@@ -28,6 +31,7 @@ __all__ = [
     "order",
     "record",
     "result",
+    "seqno_value",
     "unknown",
     "zombie",
 ]
@@ -37,6 +41,7 @@ CHECKER: Final = "connect"
 ANOMALY_TYPES: Final = names(CONNECT)
 _TYPES: Final = {t.name: t for t in CONNECT}
 NO_DUMP_NOTE: Final = "no broker log dump (evidence/logdump.jsonl): aborted-read not checked"
+NO_JOURNAL_NOTE: Final = 'no task journals (process "tasks"): acknowledged-lost not checked'
 
 Record = dict[str, Any]
 
@@ -50,10 +55,18 @@ def _rec_order(r: Record) -> tuple[int, int]:
     return (r["partition"], r["offset"])
 
 
+def seqno_value(task: int, seqno: int) -> str:
+    """The seqno an example is about as its ``value``: the report follows the string values
+    examples name through the history (a seqno alone is not unique across tasks)."""
+    return f"{task}:{seqno}"
+
+
 def duplicate(task: int, seqno: int, copies: list[Record]) -> dict[str, Any]:
     """By (task, seqno); every copy, by (partition, offset)."""
     rs = sorted(copies, key=_rec_order)
-    return _TYPES["duplicate"].make(task=task, seqno=seqno, copies=len(rs), records=rs)
+    return _TYPES["duplicate"].make(
+        value=seqno_value(task, seqno), task=task, seqno=seqno, copies=len(rs), records=rs
+    )
 
 
 def lost(
@@ -64,6 +77,7 @@ def lost(
     at 0) and of the one after it."""
     recs = [r for r in (before, after) if r is not None]
     return _TYPES["lost"].make(
+        value=seqno_value(task, first),
         task=task,
         first=first,
         last=last,
@@ -73,12 +87,37 @@ def lost(
     )
 
 
+def acknowledged_lost(
+    task: int, first: int, last: int, writer: str, ms: int, max_seqno: int | None
+) -> dict[str, Any]:
+    """One run of confirmed seqnos ``first..last`` with no copy, by (task, first). ``writer``
+    and ``ms``: the ``committed`` journal op that confirmed ``first`` (the earliest, by
+    history index, when several did): who was told the record was safe, and when.
+    ``max_seqno``: the task's highest committed seqno (null without records), to tell a
+    hole from a lost tail."""
+    return _TYPES["acknowledged-lost"].make(
+        value=seqno_value(task, first),
+        task=task,
+        first=first,
+        last=last,
+        missing=last - first + 1,
+        writer=writer,
+        ms=ms,
+        max_seqno=max_seqno,
+    )
+
+
 def order(
     task: int, partition: int, seqno: int, prev_seqno: int, prev: Record, cur: Record
 ) -> dict[str, Any]:
     """By (task, partition, offset of the later record); ``records``: both."""
     return _TYPES["order"].make(
-        task=task, partition=partition, seqno=seqno, prev_seqno=prev_seqno, records=[prev, cur]
+        value=seqno_value(task, seqno),
+        task=task,
+        partition=partition,
+        seqno=seqno,
+        prev_seqno=prev_seqno,
+        records=[prev, cur],
     )
 
 
@@ -93,11 +132,14 @@ def offset_case(
     """``offset-ahead`` or ``offset-behind``, by task. ``gap``: how many seqnos lie between
     the two (an absent one counts as -1): lost ones (ahead), or ones a restart would write
     again (behind). ``offsets_record``: the committed source offset's record; ``record``: the
-    first copy of the task's highest committed seqno."""
+    first copy of the task's highest committed seqno. ``value``: the one of the two that is
+    ahead of the other (the source offset, or the highest seqno), the seqno past what the
+    other side knows of (each case guarantees it is not null)."""
     lo = -1 if max_seqno is None else max_seqno
     so = -1 if source_offset is None else source_offset
     gap = so - lo if name == "offset-ahead" else lo - so
     return _TYPES[name].make(
+        value=seqno_value(task, so if name == "offset-ahead" else lo),
         task=task,
         source_offset=source_offset,
         max_seqno=max_seqno,
@@ -108,11 +150,19 @@ def offset_case(
 
 
 def zombie(
-    task: int, partition: int, writer: str, newer_writer: str, newer: Record, cur: Record
+    task: int,
+    partition: int,
+    seqno: int,
+    writer: str,
+    newer_writer: str,
+    newer: Record,
+    cur: Record,
 ) -> dict[str, Any]:
-    """By (task, partition, offset). ``newer``: the first record of the writer that started
-    last before this record (``newer_writer``); ``records``: it, then the zombie's."""
+    """By (task, partition, offset). ``seqno``: the zombie's record's (its ``value``);
+    ``newer``: the first record of the writer that started last before this record
+    (``newer_writer``); ``records``: it, then the zombie's."""
     return _TYPES["zombie-task-write"].make(
+        value=seqno_value(task, seqno),
         task=task,
         partition=partition,
         writer=writer,
@@ -125,8 +175,10 @@ def aborted_read(
     task: int | None, seqno: int | None, rec: Record, log: dict[str, Any] | None
 ) -> dict[str, Any]:
     """By (partition, offset); ``log``: the record's broker-log evidence
-    (:func:`checkers.log_rules.position_evidence`). ``task``/``seqno`` null when malformed."""
-    return _TYPES["aborted-read"].make(task=task, seqno=seqno, records=[rec], log=log)
+    (:func:`checkers.log_rules.position_evidence`). ``task``/``seqno`` null, and no
+    ``value``, when malformed."""
+    named = {} if task is None or seqno is None else {"value": seqno_value(task, seqno)}
+    return _TYPES["aborted-read"].make(task=task, seqno=seqno, records=[rec], log=log, **named)
 
 
 def malformed(reason: str, rec: Record) -> dict[str, Any]:
@@ -144,13 +196,27 @@ def check_max_examples(max_examples: int) -> None:
         raise ValueError("max_examples must be a non-negative integer")
 
 
-def base_stats(meta: ConnectMeta | None, plan: Plan, log_dump: bool) -> dict[str, Any]:
+def base_notes(plan: Plan, log_dump: bool, journal_ops: int) -> list[str]:
+    """The notes both engines know without judging: the plan's, and each check skipped for
+    want of its input (a run without a dump, a history older than the task journals)."""
+    out = list(plan.notes)
+    if not log_dump:
+        out.append(NO_DUMP_NOTE)
+    if not journal_ops:
+        out.append(NO_JOURNAL_NOTE)
+    return out
+
+
+def base_stats(
+    meta: ConnectMeta | None, plan: Plan, log_dump: bool, journal_ops: int
+) -> dict[str, Any]:
     """The stats both engines know without judging anything."""
     return {
         "connect": None if meta is None else meta.as_dict(),
         "partitions": len(plan.data_ops),
         "settle": plan.settle,
         "log_dump": log_dump,
+        "journal_ops": journal_ops,
     }
 
 

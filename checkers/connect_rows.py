@@ -9,18 +9,21 @@ decided here once; every anomaly rule runs in the engines (:mod:`checkers.connec
 :mod:`checkers.connect_spark`).
 
 The history is validated and streamed by :func:`history.scan.scan_history`; a sink per chunk
-keeps only the ``"final"`` process: a small *fact* per op (for pairing and completeness) and
-rows of the ``ok`` read_committed reads of the data topic and of the ``ok`` offsets read. The
-reference keeps the rows in memory; the Spark engine has each chunk write them as Parquet
-(:data:`DATA_COLUMNS`, :data:`OFFSETS_COLUMNS`). Format: ``docs/history-format.md``, "Workload
-connect"; definitions: ``docs/anomalies.md``, "connect workload".
+keeps the ``"final"`` process: a small *fact* per op (for pairing and completeness) and rows
+of the ``ok`` read_committed reads of the data topic and of the ``ok`` offsets read; and of
+the ``"tasks"`` process (the task journals), how many ops there are and a row per seqno range
+of each ``ok`` ``committed`` op (what Connect confirmed to a task). The reference keeps the
+rows in memory; the Spark engine has each chunk write them as Parquet (:data:`DATA_COLUMNS`,
+:data:`OFFSETS_COLUMNS`, :data:`CONFIRMED_COLUMNS`). Format: ``docs/history-format.md``,
+"Workload connect"; definitions: ``docs/anomalies.md``, "connect workload".
 
 Public API::
 
     scan_connect(run_dir, out=None) -> ConnectInput   # raises CheckerInputError
     plan(input) -> Plan                                 # which reads count, or why unknown
     parse_data(key, value), parse_offset_key(key, connector), parse_offset_value(value)
-    DATA_COLUMNS, OFFSETS_COLUMNS, FORMAT
+    parse_confirmed(value) -> Confirmed | str          # a committed journal op's value
+    DATA_COLUMNS, OFFSETS_COLUMNS, CONFIRMED_COLUMNS, TABLES, FORMAT
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ from checkers.json_text import NOT_JSON, json_value
 from history.logdump import CheckerInputError
 
 __all__ = [
+    "CONFIRMED_COLUMNS",
     "DATA_COLUMNS",
     "FORMAT",
     "OFFSETS_COLUMNS",
+    "TABLES",
+    "Confirmed",
     "ConnectInput",
     "ConnectMeta",
     "Plan",
@@ -48,6 +54,7 @@ __all__ = [
     "arrow_schema",
     "connect_meta",
     "history_file",
+    "parse_confirmed",
     "parse_data",
     "parse_offset_key",
     "parse_offset_value",
@@ -57,9 +64,11 @@ __all__ = [
 ]
 
 #: Bump when the rows, their Parquet layout or the facts change (cached Parquet is rebuilt).
-FORMAT: Final = 1
+FORMAT: Final = 2
 #: The process whose ops hold the end-of-run reads.
 FINAL: Final = "final"
+#: The process whose ops are the task journals' entries.
+TASKS: Final = "tasks"
 READ_COMMITTED: Final = "read_committed"
 
 #: A committed data record: the op (completion index) that read it, its position, key and
@@ -89,9 +98,23 @@ OFFSETS_COLUMNS: Final = (
     ("seqno", "long"),
     ("unreadable", "boolean"),
 )
+#: One seqno range ``first..last`` (inclusive) of an ``ok`` ``committed`` op of the task
+#: journals (``op``: its completion index): Connect told ``writer``, an instance of ``task``,
+#: that these records were safe, at ``ms`` (the task's clock).
+CONFIRMED_COLUMNS: Final = (
+    ("op", "long"),
+    ("task", "long"),
+    ("writer", "string"),
+    ("first", "long"),
+    ("last", "long"),
+    ("ms", "long"),
+)
+#: Every table of rows, by name.
+TABLES: Final = {"data": DATA_COLUMNS, "offsets": OFFSETS_COLUMNS, "confirmed": CONFIRMED_COLUMNS}
 
 _I64: Final = 2**63 - 1
 _NonNeg = Annotated[int, msgspec.Meta(ge=0, le=_I64)]
+_Long = Annotated[int, msgspec.Meta(ge=-_I64 - 1, le=_I64)]
 #: A Parquet row group is written at this many rows.
 _ROWS_PER_GROUP: Final = 200_000
 
@@ -245,6 +268,40 @@ def parse_offset_value(value: str | None) -> tuple[int | None, bool]:
     return None, True
 
 
+class Confirmed(msgspec.Struct):
+    """A ``committed`` journal op's value (other keys ignored)."""
+
+    task: _NonNeg
+    writer: str
+    seqnos: list[tuple[_NonNeg, _NonNeg]]
+    ms: _Long
+
+
+_decode_confirmed = msgspec.json.Decoder(Confirmed).decode
+_CONFIRMED_SHAPE: Final = '{"task", "writer", "seqnos": [[first, last], ...], "ms"}'
+
+
+def parse_confirmed(value: bytes) -> Confirmed | str:
+    """A ``committed`` op's value, or why it is not one (its ranges must not run backwards).
+
+    Why refuse rather than skip: the harness wrote the op from journal lines it parsed, so
+    a value outside the format is a harness bug, and skipping it could hide a lost record.
+    """
+    try:
+        got = _decode_confirmed(value)
+    except msgspec.ValidationError as e:
+        return f"its value is not {_CONFIRMED_SHAPE} ({e})"
+    except msgspec.DecodeError:  # a lone surrogate escape: the reader's rules
+        try:
+            got = msgspec.convert(json_value(value), Confirmed)
+        except msgspec.ValidationError as e:
+            return f"its value is not {_CONFIRMED_SHAPE} ({e})"
+    for first, last in got.seqnos:
+        if first > last:
+            return f"its seqno range [{first}, {last}] runs backwards"
+    return got
+
+
 # ------------------------------------------------------------------------------------------
 # The scan's sink
 
@@ -294,7 +351,7 @@ class RowSinks:
     """Sink factory for :func:`history.scan.scan_history` (pickled to its workers).
 
     ``out`` None keeps the rows in the summaries (the reference); a directory makes each
-    chunk write ``data/part-N.parquet`` and ``offsets/part-N.parquet`` there (chunk 0 always,
+    chunk write ``<table>/part-N.parquet`` there for each of :data:`TABLES` (chunk 0 always,
     so each directory exists).
     """
 
@@ -308,15 +365,16 @@ class RowSinks:
 
 
 class RowSink:
-    """One chunk: the final ops' facts, and the rows of the reads that hold records."""
+    """One chunk: the final ops' facts, the rows of the reads that hold records, and the
+    journals' confirmed ranges."""
 
     def __init__(self, spec: RowSinks, n: int) -> None:
         self.spec, self.n = spec, n
         self.facts: list[Fact] = []
         self.problems: list[str] = []
-        self.data: list[tuple[Any, ...]] = []
-        self.offsets: list[tuple[Any, ...]] = []
-        self.counts = {"data": 0, "offsets": 0}
+        self.journal_ops = 0
+        self.rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
+        self.counts = dict.fromkeys(TABLES, 0)
         self._writers: dict[str, Any] = {}
 
     def add(
@@ -331,7 +389,12 @@ class RowSink:
         value: bytes,
         error: bytes | None,
     ) -> None:
-        if type(process) is not str or process != FINAL:
+        if type(process) is not str:
+            return
+        if process == TASKS:
+            self._journal(index, type_, f, value)
+            return
+        if process != FINAL:
             return
         head, loaded = _head(value)
         self.facts.append(
@@ -345,6 +408,19 @@ class RowSink:
             self._data_rows(index, head, loaded)
         elif f == "offsets" and head.topic == spec.offsets_topic and spec.connector is not None:
             self._offset_rows(index, head, loaded, spec.connector)
+
+    def _journal(self, index: int, type_: str, f: str, value: bytes) -> None:
+        """Count every journal op (their absence means an older history); keep the ranges
+        of the ``ok`` ``committed`` ones (an invoke repeats its completion's value)."""
+        self.journal_ops += 1
+        if type_ != "ok" or f != "committed":
+            return
+        got = parse_confirmed(value)
+        if isinstance(got, str):
+            self.problems.append(f"history op {index}: committed journal op: {got}")
+            return
+        for first, last in got.seqnos:
+            self._add("confirmed", (index, got.task, got.writer, first, last, got.ms))
 
     def _records(self, index: int, head: _Head, loaded: Any) -> list[Any] | None:
         """The op's records as lists; ``loaded`` is the whole value when msgspec refused it."""
@@ -411,7 +487,7 @@ class RowSink:
             self._add("offsets", (index, r[0], r[1], r[2], r[3], task, seqno, unreadable))
 
     def _add(self, table: str, row: tuple[Any, ...]) -> None:
-        buf = self.data if table == "data" else self.offsets
+        buf = self.rows[table]
         buf.append(row)
         self.counts[table] += 1
         if self.spec.out is not None and len(buf) >= _ROWS_PER_GROUP:
@@ -422,7 +498,7 @@ class RowSink:
 
         from checkers.arrow_rows import rows_table
 
-        buf = self.data if table == "data" else self.offsets
+        buf = self.rows[table]
         schema = arrow_schema(table)
         w = self._writers.get(table)
         if w is None:
@@ -435,10 +511,14 @@ class RowSink:
         buf.clear()
 
     def close(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"facts": self.facts, "problems": self.problems}
+        out: dict[str, Any] = {
+            "facts": self.facts,
+            "problems": self.problems,
+            "journal_ops": self.journal_ops,
+        }
         if self.spec.out is None:
-            return out | {"data": self.data, "offsets": self.offsets}
-        for table in ("data", "offsets"):
+            return out | self.rows
+        for table in TABLES:
             if self.counts[table] or self.n == 0:
                 self._flush(table)
             if table in self._writers:
@@ -455,18 +535,16 @@ def _int(v: Any) -> int | None:
 
 
 def arrow_schema(table: str) -> Any:
-    """The Arrow schema of ``data`` or ``offsets`` (Spark reads it with :func:`spark_schema`)."""
+    """The Arrow schema of one of :data:`TABLES` (Spark reads it with :func:`spark_schema`)."""
     import pyarrow as pa
 
     types = {"long": pa.int64(), "int": pa.int32(), "string": pa.string(), "boolean": pa.bool_()}
-    cols = DATA_COLUMNS if table == "data" else OFFSETS_COLUMNS
-    return pa.schema([(n, types[t]) for n, t in cols])
+    return pa.schema([(n, types[t]) for n, t in TABLES[table]])
 
 
 def spark_schema(table: str) -> str:
-    """The DDL schema of ``data`` or ``offsets``."""
-    cols = DATA_COLUMNS if table == "data" else OFFSETS_COLUMNS
-    return ", ".join(f"{n} {t}" for n, t in cols)
+    """The DDL schema of one of :data:`TABLES`."""
+    return ", ".join(f"{n} {t}" for n, t in TABLES[table])
 
 
 # ------------------------------------------------------------------------------------------
@@ -476,7 +554,8 @@ def spark_schema(table: str) -> str:
 @dataclass
 class ConnectInput:
     """A scanned run: its meta (or why there is none), the final ops' facts in history order,
-    and the rows (in memory, or the Parquet directory ``parquet``)."""
+    how many task-journal ops it has (none: a history older than the journals), and the rows
+    (in memory, or the Parquet directory ``parquet``)."""
 
     path: Path
     header: dict[str, Any]
@@ -486,6 +565,8 @@ class ConnectInput:
     notes: list[str] = field(default_factory=list)
     data: list[tuple[Any, ...]] = field(default_factory=list)
     offsets: list[tuple[Any, ...]] = field(default_factory=list)
+    confirmed: list[tuple[Any, ...]] = field(default_factory=list)
+    journal_ops: int = 0
     parquet: Path | None = None
 
 
@@ -547,9 +628,11 @@ def scan_connect(run_dir: str | os.PathLike[str], out: Path | None = None) -> Co
     got = ConnectInput(path, header, meta, why, [], list(scanned.notes), parquet=out)
     for s in scanned.sinks:
         got.facts += s["facts"]
+        got.journal_ops += s["journal_ops"]
         if out is None:
             got.data += s["data"]
             got.offsets += s["offsets"]
+            got.confirmed += s["confirmed"]
     got.facts.sort(key=lambda f: f[0])
     return got
 

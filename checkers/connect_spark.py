@@ -5,8 +5,9 @@ window over the committed records, so it scales past one machine's memory.
 :mod:`checkers.connect_pyref` is the same set of definitions in plain Python, and the tests
 require whole results (examples included) to be equal. Definitions: ``docs/anomalies.md``,
 "connect workload". The history is taken apart by :mod:`checkers.connect_rows` (validation,
-the final ops, the records' JSON decoded) into Parquet beside the run (``.parquet/connect``,
-reused while the history is unchanged); every rule runs on that here.
+the final ops, the records' JSON decoded, the task journals' confirmed ranges) into Parquet
+beside the run (``.parquet/connect``, reused while the history is unchanged); every rule runs
+on that here.
 
 Public API::
 
@@ -50,6 +51,8 @@ __all__ = ["check_connect", "connect_checks", "load_connect"]
 
 #: The derived cache's name under the run's ``.parquet``.
 CACHE: Final = "connect"
+#: The largest seqno a long holds: the open end of the range above a task's highest one.
+_MAX_SEQNO: Final = 2**63 - 1
 
 #: Session settings for a run of fewer committed records than :data:`SMALL_RUN`: per-query
 #: overhead dominates there, and adaptive planning and code generation cost more than they
@@ -85,7 +88,12 @@ def load_connect(run_dir: str | Path) -> tuple[ConnectInput, Path | None]:
 
     def write(d: Path) -> dict[str, Any]:
         got = scan_connect(source, out=d)
-        return {"header": got.header, "facts": got.facts, "notes": got.notes}
+        return {
+            "header": got.header,
+            "facts": got.facts,
+            "notes": got.notes,
+            "journal_ops": got.journal_ops,
+        }
 
     published = publish_derived(source, CACHE, write, {"connect_format": FORMAT})
     if published is not None:
@@ -98,7 +106,11 @@ def _from_manifest(source: Path, data: Path, manifest: dict[str, Any]) -> Connec
     header = manifest["header"]
     meta, why = connect_meta(header)
     facts = [list(f) for f in manifest["facts"]]
-    return ConnectInput(source, header, meta, why, facts, list(manifest["notes"]), parquet=data)
+    notes = list(manifest["notes"])
+    journal_ops = int(manifest["journal_ops"])
+    return ConnectInput(
+        source, header, meta, why, facts, notes, journal_ops=journal_ops, parquet=data
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -110,14 +122,22 @@ def _from_manifest(source: Path, data: Path, manifest: dict[str, Any]) -> Connec
 
 
 class _Judge:
-    """Every rule over one run's committed records (``data``) and offsets records."""
+    """Every rule over one run's committed records (``data``), offsets records and, when the
+    history has task journals, the seqno ranges Connect confirmed (``confirmed``, else None)."""
 
     def __init__(
-        self, spark: SparkSession, meta: ConnectMeta, data: DataFrame, offs: DataFrame, k: int
+        self,
+        spark: SparkSession,
+        meta: ConnectMeta,
+        data: DataFrame,
+        offs: DataFrame,
+        confirmed: DataFrame | None,
+        k: int,
     ) -> None:
         from pyspark.sql import functions as F
 
         self.spark, self.meta, self.data, self.offs, self.k = spark, meta, data, offs, k
+        self.confirmed = confirmed
         self.good = data.filter(F.col("bad").isNull())
         self._tasks: DataFrame | None = None
 
@@ -145,6 +165,20 @@ class _Judge:
     def _top(self, df: DataFrame, *order: str | Column) -> list[Row]:
         return df.orderBy(*order).limit(self.k).collect() if self.k else []
 
+    def max_seqnos(self, tasks: list[int]) -> dict[int, int]:
+        """The highest committed seqno of each of a few tasks (absent: no records)."""
+        from pyspark.sql import functions as F
+
+        if not tasks:
+            return {}
+        rows = (
+            self.good.filter(F.col("task").isin(tasks))
+            .groupBy("task")
+            .agg(F.max("seqno").alias("m"))
+            .collect()
+        )
+        return {r["task"]: r["m"] for r in rows}
+
     # -- cases ---------------------------------------------------------------------------
 
     def duplicate(self) -> DataFrame:
@@ -167,6 +201,60 @@ class _Judge:
             (F.coalesce(F.lag("seqno").over(w), F.lit(-1)) + 1).alias("first"),
             (F.col("seqno") - 1).alias("last"),
         ).filter(F.col("first") <= F.col("last"))
+        return runs.withColumn("w", F.col("last") - F.col("first") + 1)
+
+    def _merged(self) -> DataFrame:
+        """Each task's confirmed ranges merged where they overlap or touch (``first``,
+        ``last``): a range starts a new one when it begins past the reach of those before."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        assert self.confirmed is not None
+        w = Window.partitionBy("task").orderBy("first", "last")
+        reach = F.max("last").over(w.rowsBetween(Window.unboundedPreceding, -1))
+        starts = F.when(reach.isNull() | (F.col("first") - 1 > reach), 1).otherwise(0)
+        c = self.confirmed.select("task", "first", "last", starts.alias("s"))
+        upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        c = c.select("*", F.sum("s").over(upto).alias("g"))
+        span = (F.min("first").alias("first"), F.max("last").alias("last"))
+        return c.groupBy("task", "g").agg(*span)
+
+    def _holes(self) -> DataFrame:
+        """Per task, the ranges of seqnos with no copy (``first``, ``last``): ``lost``'s gaps,
+        the open range above its highest seqno, and everything for a task with none."""
+        from pyspark.sql import functions as F
+
+        assert self.confirmed is not None
+        top = F.lit(_MAX_SEQNO).cast("long").alias("last")
+        maxs = self.good.groupBy("task").agg(F.max("seqno").alias("m"))
+        above = maxs.filter(F.col("m") < _MAX_SEQNO).select(
+            "task", (F.col("m") + 1).alias("first"), top
+        )
+        none = (
+            self.confirmed.select("task")
+            .distinct()
+            .join(maxs, ["task"], "left_anti")
+            .select("task", F.lit(0).cast("long").alias("first"), top)
+        )
+        return self.lost().select("task", "first", "last").unionByName(above).unionByName(none)
+
+    def acknowledged(self) -> DataFrame:
+        """Runs ``first..last`` of confirmed seqnos with no copy: the merged ranges meet the
+        holes. Two runs never touch (merged ranges do not, holes are apart by a committed
+        seqno), so each is maximal. ``w``: the run's length."""
+        from pyspark.sql import functions as F
+
+        m, h = self._merged().alias("m"), self._holes().alias("h")
+        on = (
+            (F.col("m.task") == F.col("h.task"))
+            & (F.col("m.first") <= F.col("h.last"))
+            & (F.col("h.first") <= F.col("m.last"))
+        )
+        runs = m.join(h, on).select(
+            F.col("m.task").alias("task"),
+            F.greatest("m.first", "h.first").alias("first"),
+            F.least("m.last", "h.last").alias("last"),
+        )
         return runs.withColumn("w", F.col("last") - F.col("first") + 1)
 
     def order(self) -> DataFrame:
@@ -255,17 +343,8 @@ class _Judge:
         return [X.duplicate(t, s, copies[(t, s)]) for t, s in top]
 
     def lost_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
-        from pyspark.sql import functions as F
-
         top = self._top(cases, "task", "first")
-        tasks = sorted({r["task"] for r in top})
-        maxs = {
-            r["task"]: r["m"]
-            for r in self.good.filter(F.col("task").isin(tasks))
-            .groupBy("task")
-            .agg(F.max("seqno").alias("m"))
-            .collect()
-        } if tasks else {}  # fmt: skip
+        maxs = self.max_seqnos(sorted({r["task"] for r in top}))
         want = [(r["task"], r["first"] - 1) for r in top if r["first"] > 0]
         want += [(r["task"], r["last"] + 1) for r in top]
         firsts = self.first_copies(want)
@@ -281,6 +360,37 @@ class _Judge:
             for r in top
         ]
 
+    def claimants(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[str, int]]:
+        """``(writer, ms)`` of the earliest (by history index) committed op confirming each
+        of a few (task, seqno)."""
+        from pyspark.sql import functions as F
+
+        assert self.confirmed is not None
+        if not keys:
+            return {}
+        first = F.min(F.struct("op", "writer", "ms")).alias("c")
+        inside = F.col("seqno").between(F.col("first"), F.col("last"))
+        rows = (
+            self.confirmed.join(F.broadcast(self._keys(keys)), ["task"])
+            .filter(inside)
+            .groupBy("task", "seqno")
+            .agg(first)
+            .collect()
+        )
+        return {(r["task"], r["seqno"]): (r["c"]["writer"], r["c"]["ms"]) for r in rows}
+
+    def acknowledged_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
+        top = self._top(cases, "task", "first")
+        maxs = self.max_seqnos(sorted({r["task"] for r in top}))
+        who = self.claimants([(r["task"], r["first"]) for r in top])
+        return [
+            X.acknowledged_lost(
+                r["task"], r["first"], r["last"], *who[(r["task"], r["first"])],
+                maxs.get(r["task"]),
+            )
+            for r in top
+        ]  # fmt: skip
+
     def order_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
         return [
             X.order(
@@ -293,7 +403,7 @@ class _Judge:
     def zombie_examples(self, cases: DataFrame) -> list[dict[str, Any]]:
         return [
             X.zombie(
-                r["task"], r["partition"], r["writer"], r["latest"]["writer"],
+                r["task"], r["partition"], r["seqno"], r["writer"], r["latest"]["writer"],
                 self.rec(r["latest"]), self.rec(r),
             )
             for r in self._top(cases, "task", "partition", "offset")
@@ -359,6 +469,8 @@ class _Judge:
             "zombie-task-write": self.zombie(),
             "malformed-record": self.malformed(),
         }
+        if self.confirmed is not None:
+            cases["acknowledged-lost"] = self.acknowledged()
         if log is not None:
             cases["aborted-read"] = self.aborted(log)
         one = F.lit(1).cast("long").alias("w")
@@ -382,6 +494,7 @@ class _Judge:
         build = {
             "duplicate": self.duplicate_examples,
             "lost": self.lost_examples,
+            "acknowledged-lost": self.acknowledged_examples,
             "order": self.order_examples,
             "offset-ahead": lambda c: self.offsets_examples("offset-ahead", c),
             "offset-behind": lambda c: self.offsets_examples("offset-behind", c),
@@ -433,13 +546,18 @@ def _judge(
             .parquet(str(got.parquet / "offsets"))
             .filter(F.col("op") == F.lit(p.offsets_op))
         )
+        confirmed = None
+        if got.journal_ops:
+            confirmed = spark.read.schema(spark_schema("confirmed")).parquet(
+                str(got.parquet / "confirmed")
+            )
         if dump is not None:
             from checkers.eos_log import EosLog
             from checkers.load import load_logdump
             from checkers.log_evidence import prepare
 
             log = EosLog(prepare(load_logdump(spark, dump.parent.parent).df))
-        return _Judge(spark, got.meta, data, offs, k).run(log)
+        return _Judge(spark, got.meta, data, offs, confirmed, k).run(log)
     finally:
         if log is not None:
             log.release()
@@ -463,8 +581,8 @@ def connect_checks(
         p = plan(got)
         dump = got.path.parent / "evidence" / "logdump.jsonl"
         has_dump = dump.is_file()
-        notes = list(p.notes) + ([] if has_dump else [X.NO_DUMP_NOTE])
-        stats = X.base_stats(got.meta, p, has_dump)
+        notes = X.base_notes(p, has_dump, got.journal_ops)
+        stats = X.base_stats(got.meta, p, has_dump, got.journal_ops)
         if p.unknown is not None or got.meta is None:
             return X.unknown(p.unknown or "no meta", stats, notes, got.notes, max_examples)
         try:

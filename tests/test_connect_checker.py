@@ -2,8 +2,9 @@
 
 No Kafka: a small model of a Kafka Connect exactly-once source connector (tasks writing
 consecutive seqnos in transactions, committing their source offsets with each batch, task
-instances replaced now and then) is recorded as a real history (``history.Recorder`` per
-process, merged), correct by construction; mutations then break one promise each, on a task
+instances replaced now and then, each journaling what it polled and what Connect confirmed)
+is recorded as a real history (``history.Recorder`` per process, merged), correct by
+construction; mutations then break one promise each, on a task
 of its own so that none disturbs another, and both engines must find exactly what was
 planted, with equal whole results. A broker log dump is laid out from the same model when a
 test needs one. One SparkSession for the module.
@@ -25,8 +26,14 @@ from hypothesis import strategies as st
 
 from checkers import anomalies as A
 from checkers.connect_pyref import check_connect_pyref
-from checkers.connect_results import ANOMALY_TYPES, NO_DUMP_NOTE
-from checkers.connect_rows import parse_data, parse_offset_key, parse_offset_value
+from checkers.connect_results import ANOMALY_TYPES, NO_DUMP_NOTE, NO_JOURNAL_NOTE
+from checkers.connect_rows import (
+    Confirmed,
+    parse_confirmed,
+    parse_data,
+    parse_offset_key,
+    parse_offset_value,
+)
 from checkers.suites import SUITES
 from history import Recorder, merge_histories
 from history.logdump import CheckerInputError
@@ -48,6 +55,24 @@ class Entry:
     value: str | None = None
     marker: str | None = None  # COMMIT / ABORT for a marker
     in_read: bool = True  # a data record the read_committed read returns
+    confirmed: bool = True  # Connect confirmed it to its task (its journal's committed op)
+
+
+@dataclass
+class Journal:
+    """One task-journal entry, a ``"tasks"`` op once the history is written: ``task-start``
+    (``start``: its first seqno), or ``polled`` / ``committed`` of the data entries
+    ``first..last`` of ``partition``'s log (their seqnos are read from the entries then, so
+    a mutation of the log shows in the journal as it would in a real one)."""
+
+    f: str
+    task: int
+    writer: str
+    ms: int
+    start: int = 0
+    partition: int = 0
+    first: int = 0
+    last: int = -1
 
 
 @dataclass
@@ -65,6 +90,10 @@ class Sim:
     pids: dict[str, int] = field(default_factory=dict)
     #: Entry indexes of each batch: (partition, first, last, marker index, task)
     batches: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    #: The task journals' entries, in the order the harness found them.
+    journal: list[Journal] = field(default_factory=list)
+    #: Record the journals (False: a history from before them).
+    journals: bool = True
     rng: random.Random = field(default_factory=random.Random)
     #: Final ops to record differently: partition -> completion type of its read_committed
     #: read (None: no completion); "offsets" -> the offsets read's (or "skip": none at all).
@@ -90,7 +119,14 @@ class Sim:
         self.writer[task] = w
         self.writers[task].append(w)
         self.pids[w] = 1000 + len(self.pids)
+        self.note("task-start", task, w, start=self.next_seqno[task])
         return w
+
+    def note(self, f: str, task: int, writer: str, **where: int) -> Journal:
+        """A journal entry, 10 ms of the tasks' clock after the one before."""
+        j = Journal(f, task, writer, 1_767_225_600_000 + 10 * len(self.journal), **where)
+        self.journal.append(j)
+        return j
 
     def value(self, task: int, seqno: int, writer: str) -> str:
         return json.dumps({"task": task, "seqno": seqno, "writer": writer})
@@ -106,6 +142,9 @@ class Sim:
             log.append(Entry(self.pids[w], str(task), self.value(task, s, w)))
         log.append(Entry(self.pids[w], marker="COMMIT"))
         self.batches.append((self.part(task), first, len(log) - 2, len(log) - 1, task))
+        where = {"partition": self.part(task), "first": first, "last": len(log) - 2}
+        self.note("polled", task, w, **where)
+        self.note("committed", task, w, **where)
         if offsets:
             self.commit_offset(task, self.next_seqno[task] - 1)
 
@@ -124,6 +163,19 @@ class Sim:
 
     def max_seqno(self, task: int) -> int:
         return self.next_seqno[task] - 1
+
+    def journal_value(self, j: Journal) -> dict[str, Any] | None:
+        """A journal entry's op value (None: a committed op confirming nothing is none)."""
+        v: dict[str, Any] = {"task": j.task, "writer": j.writer}
+        if j.f == "task-start":
+            return v | {"from": j.start, "ms": j.ms}
+        entries = self.logs[j.partition][j.first : j.last + 1]
+        seqnos = sorted(
+            json.loads(e.value or "{}")["seqno"]
+            for e in entries
+            if e.marker is None and (j.f == "polled" or e.confirmed)
+        )
+        return v | {"seqnos": ranges(seqnos), "ms": j.ms} if seqnos else None
 
     # -- recording -----------------------------------------------------------------------
 
@@ -152,6 +204,12 @@ class Sim:
             rec.ok("create", {"connector": CONNECTOR})
             rec.invoke("stop", {"connector": CONNECTOR})
             rec.ok("stop", {"connector": CONNECTOR, "seconds": 0.1})
+        if self.journals:
+            with Recorder(procs / "tasks.jsonl", "tasks") as rec:
+                for j in self.journal:
+                    if (v := self.journal_value(j)) is not None:
+                        rec.invoke(j.f, v)
+                        rec.ok(j.f, v)
         with Recorder(procs / "final.jsonl", "final") as rec:
             rec.invoke("settle", {"topic": DATA})
             rec.ok("settle", {"topic": DATA, "open": [], "seconds": 0.0})
@@ -201,6 +259,17 @@ class Sim:
         (d / "logdump.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
+def ranges(seqnos: list[int]) -> list[list[int]]:
+    """Ascending seqnos as the journals give them: inclusive ``[first, last]`` runs."""
+    out: list[list[int]] = []
+    for n in seqnos:
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return out
+
+
 def simulate(seed: int, *, tasks: int = 4, partitions: int = 2, steps: int = 40) -> Sim:
     """A correct run: batches of random tasks, every task restarted at least once."""
     rng = random.Random(seed)
@@ -225,6 +294,11 @@ def simulate(seed: int, *, tasks: int = 4, partitions: int = 2, steps: int = 40)
 # ------------------------------------------------------------------------------------------
 # Mutations: each breaks one promise on the task it is given, and returns the exact count and
 # the first example the checker must report.
+
+
+def named(task: int, seqno: int) -> dict[str, str]:
+    """An example's ``value``: the seqno it is about, as the report follows it."""
+    return {"value": f"{task}:{seqno}"}
 
 
 def rec(s: Sim, p: int, o: int) -> dict[str, Any]:
@@ -254,20 +328,38 @@ def mut_duplicate(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     s.logs[q].append(Entry(e.pid, e.key, e.value))
     s.logs[q].append(Entry(e.pid, marker="COMMIT"))
     copies = sorted([rec(s, p, o), rec(s, q, len(s.logs[q]) - 2)], key=lambda r: r["partition"])
-    return 1, {"task": task, "seqno": seqno_of(s, p, o), "copies": 2, "records": copies}
+    seqno = seqno_of(s, p, o)
+    return 1, named(task, seqno) | {"task": task, "seqno": seqno, "copies": 2, "records": copies}
 
 
 def mut_lost(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
-    """One record below the task's highest seqno never committed (its transaction aborted)."""
+    """One record below the task's highest seqno never committed (its transaction aborted,
+    so Connect never confirmed it either)."""
     p = s.part(task)
     offs = data_offsets(s, task)
     i = s.rng.randrange(1, len(offs) - 1)
     before, gone, after = offs[i - 1], offs[i], offs[i + 1]
     seqno = seqno_of(s, p, gone)
-    s.logs[p][gone].in_read = False
-    ex = {"task": task, "first": seqno, "last": seqno, "missing": 1}
+    s.logs[p][gone].in_read = s.logs[p][gone].confirmed = False
+    ex = named(task, seqno) | {"task": task, "first": seqno, "last": seqno, "missing": 1}
     ex |= {"max_seqno": s.max_seqno(task), "records": [rec(s, p, before), rec(s, p, after)]}
     return 1, ex
+
+
+def mut_acknowledged_lost(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
+    """The task's last two transactions, which Connect confirmed to it, are not in the read
+    (the brokers lost an acknowledged tail); their source offsets were never committed, so
+    only the journal tells: the two committed ops' ranges touch and make one run."""
+    top = s.max_seqno(task)
+    s.batch(task, 2, offsets=False)
+    j = s.journal[-1]
+    s.batch(task, 3, offsets=False)
+    p = s.part(task)
+    for o in range(j.first, len(s.logs[p])):
+        if s.logs[p][o].key == str(task):
+            s.logs[p][o].in_read = False
+    ex = named(task, top + 1) | {"task": task, "first": top + 1, "last": top + 5, "missing": 5}
+    return 5, ex | {"writer": s.writer[task], "ms": j.ms, "max_seqno": top}
 
 
 def mut_order(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
@@ -280,7 +372,7 @@ def mut_order(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     ]  # fmt: skip
     a, b = s.rng.choice(pairs)
     s.logs[p][a].value, s.logs[p][b].value = s.logs[p][b].value, s.logs[p][a].value
-    ex = {"task": task, "partition": p, "seqno": seqno_of(s, p, b)}
+    ex = named(task, seqno_of(s, p, b)) | {"task": task, "partition": p, "seqno": seqno_of(s, p, b)}
     ex |= {"prev_seqno": seqno_of(s, p, a), "records": [rec(s, p, a), rec(s, p, b)]}
     return 1, ex
 
@@ -301,7 +393,7 @@ def mut_offset_ahead(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     """The task's source offset committed three seqnos past its last committed record."""
     top = s.max_seqno(task)
     s.commit_offset(task, top + 3)
-    ex = {"task": task, "source_offset": top + 3, "max_seqno": top, "gap": 3}
+    ex = named(task, top + 3) | {"task": task, "source_offset": top + 3, "max_seqno": top, "gap": 3}
     return 1, ex | {"offsets_record": _offsets_record(s, task), "record": _top_record(s, task)}
 
 
@@ -309,7 +401,7 @@ def mut_offset_behind(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     """The task's source offset committed two seqnos short of its last committed record."""
     top = s.max_seqno(task)
     s.commit_offset(task, top - 2)
-    ex = {"task": task, "source_offset": top - 2, "max_seqno": top, "gap": 2}
+    ex = named(task, top) | {"task": task, "source_offset": top - 2, "max_seqno": top, "gap": 2}
     return 1, ex | {"offsets_record": _offsets_record(s, task), "record": _top_record(s, task)}
 
 
@@ -322,7 +414,8 @@ def mut_zombie(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     newer = len(s.logs[p]) - 2
     s.batch(task, 1, writer=old)
     zombie = len(s.logs[p]) - 2
-    ex = {"task": task, "partition": p, "writer": old, "newer_writer": new}
+    ex = named(task, seqno_of(s, p, zombie)) | {"task": task, "partition": p}
+    ex |= {"writer": old, "newer_writer": new}
     return 1, ex | {"records": [rec(s, p, newer), rec(s, p, zombie)]}
 
 
@@ -340,12 +433,14 @@ def mut_aborted(s: Sim, task: int) -> tuple[int, dict[str, Any]]:
     p, first, last, marker, _t = next(b for b in s.batches if b[4] == task)
     s.logs[p][marker].marker = "ABORT"
     r = rec(s, p, first)
-    return last - first + 1, {"task": task, "seqno": seqno_of(s, p, first), "records": [r]}
+    seqno = seqno_of(s, p, first)
+    return last - first + 1, {"task": task, "seqno": seqno, "records": [r]} | named(task, seqno)
 
 
 MUTATIONS = {
     "duplicate": mut_duplicate,
     "lost": mut_lost,
+    "acknowledged-lost": mut_acknowledged_lost,
     "order": mut_order,
     "offset-ahead": mut_offset_ahead,
     "offset-behind": mut_offset_behind,
@@ -443,10 +538,42 @@ def test_an_offsets_key_names_this_connector_and_one_task() -> None:
     assert parse_offset_value('{"seqno": "12"}') == (None, True)
 
 
+def test_a_committed_journal_op_is_its_task_writer_ranges_and_clock() -> None:
+    w = "127.0.0.1:8083#0a1b2c3d"
+    v = {"task": 2, "writer": w, "seqnos": [[0, 4], [6, 6]], "ms": 1767225600000, "x": 1}
+    assert parse_confirmed(json.dumps(v).encode()) == Confirmed(2, w, [(0, 4), (6, 6)], v["ms"])
+    for bad in (
+        {**v, "seqnos": [[4, 0]]},
+        {**v, "seqnos": [[0]]},
+        {**v, "seqnos": [[-1, 2]]},
+        {**v, "task": "2"},
+        {k: x for k, x in v.items() if k != "ms"},
+        [v],
+    ):
+        assert isinstance(parse_confirmed(json.dumps(bad).encode()), str), bad
+
+
+def test_a_committed_journal_op_outside_the_format_is_unusable_input(tmp_path: Path) -> None:
+    """The harness wrote it from journal lines it parsed: a bad one is a harness bug, and
+    skipping it could hide a lost record."""
+    s = simulate(1, tasks=2)
+    s.journals = False  # the journals are this one op
+    s.write(tmp_path / "p")
+    procs = tmp_path / "p" / "processes"
+    with Recorder(procs / "zz.jsonl", "tasks") as r:
+        value = {"task": 0, "writer": "w", "seqnos": [[3, 1]], "ms": 0}
+        r.invoke("committed", value)
+        r.ok("committed", value)
+    merge_histories(sorted(procs.glob("*.jsonl")), tmp_path / "history.jsonl")
+    with pytest.raises(CheckerInputError, match=r"committed journal op: .*\[3, 1\] runs back"):
+        check_connect_pyref(tmp_path)
+
+
 def test_every_connect_type_is_defined_once_and_documented() -> None:
     assert ANOMALY_TYPES == (
         "duplicate",
         "lost",
+        "acknowledged-lost",
         "order",
         "offset-ahead",
         "offset-behind",
@@ -464,6 +591,24 @@ def test_every_connect_type_is_defined_once_and_documented() -> None:
     assert A.found({"checkers": {"connect": {"anomalies": {"lost": 2}}}}) == [
         ("connect", "lost", 2)
     ]
+
+
+def test_every_example_names_its_seqno_but_a_malformed_record() -> None:
+    """The report follows an example's ``value``; a record that is not the connector's has no
+    seqno to follow, so its examples name none (rather than a made-up one)."""
+    from checkers import connect_results as X
+
+    r = X.record(DATA, 0, 5, "x", "not json")
+    assert X.aborted_read(2, 7, r, None)["value"] == "2:7"
+    assert "value" not in X.aborted_read(None, None, r, None)
+    assert "value" not in X.malformed("value is not JSON", r)
+    ahead = X.offset_case("offset-ahead", 3, 9, None, None, None)
+    behind = X.offset_case("offset-behind", 3, None, 4, None, None)
+    assert (ahead["value"], behind["value"]) == ("3:9", "3:4")
+    named_types = [t for t in A.CONNECT if "value" in t.example]
+    assert [t.example[0] for t in named_types] == ["value"] * len(named_types)
+    rest = {t.name: "value" in t.optional for t in A.CONNECT if t not in named_types}
+    assert rest == {"aborted-read": True, "malformed-record": False}
 
 
 def test_the_connect_suite_runs_the_spark_engine() -> None:
@@ -489,7 +634,8 @@ def test_an_incomplete_final_read_makes_the_verdict_unknown(
 ) -> None:
     from checkers.connect_spark import check_connect
 
-    s, _c, _f = planted(3, ["duplicate"], tasks=3)  # an anomaly, yet the verdict is unknown
+    # anomalies, acknowledged-lost among them (as lost, it needs every read), yet unknown
+    s, _c, _f = planted(3, ["duplicate", "acknowledged-lost"], tasks=3)
     s.finals = finals
     run = s.write(tmp_path / "run")
     ref = check_connect_pyref(run)
@@ -560,11 +706,14 @@ def test_a_history_scanned_in_parallel_chunks_gives_the_same_rows(
     parts = scan_connect(run)
     assert parts.facts == whole.facts and parts.data == whole.data
     assert parts.offsets == whole.offsets and len(whole.data) > 100
+    assert parts.confirmed == whole.confirmed and len(whole.confirmed) > 30
+    assert parts.journal_ops == whole.journal_ops > 2 * len(whole.confirmed)
     out = scan_connect(run, out=tmp_path / "rows")
-    table = pq.read_table(tmp_path / "rows" / "data")
-    rows = sorted(tuple(r.values()) for r in table.to_pylist())
-    assert rows == sorted(whole.data, key=lambda r: tuple("" if x is None else x for x in r))
-    assert out.facts == whole.facts
+    for table, mine in (("data", whole.data), ("confirmed", whole.confirmed)):
+        got = pq.read_table(tmp_path / "rows" / table).to_pylist()
+        rows = sorted(tuple(r.values()) for r in got)
+        assert rows == sorted(mine, key=lambda r: tuple("" if x is None else x for x in r))
+    assert out.facts == whole.facts and out.journal_ops == whole.journal_ops
     assert check_connect_pyref(run) == check_connect_pyref(run)
 
 
@@ -582,6 +731,7 @@ def test_a_correct_run_is_valid_with_and_without_a_dump(spark: Any, tmp_path: Pa
     assert st_["tasks"] == 4 and st_["partitions"] == 3 and st_["settle"] == "ok"
     assert st_["committed_records"] == sum(s.next_seqno.values())
     assert st_["connect"]["connector"] == CONNECTOR and st_["log_dump"] is False
+    assert st_["journal_ops"] == 2 * len(s.journal)  # journals judged, every claim kept
     again = both(spark, run)  # the Parquet cache is reused
     assert again == got and (run / ".parquet" / "connect.json").is_file()
     with_dump = both(spark, s.write(tmp_path / "dumped", dump=True))
@@ -598,7 +748,11 @@ def test_each_planted_anomaly_is_found_by_both_engines(
     assert got["valid"] is False
     assert got["anomalies"] == counts == {kind: counts[kind]}
     assert got["bad_anomaly_types"] == [kind]
+    from harness.report.data import flagged_values
+
     ex = dict(got["examples"][kind][0])
+    if kind != "malformed-record":  # the report follows the seqno the example names
+        assert ex["value"] in flagged_values({"checkers": {"connect": got}}, 100)
     if kind == "aborted-read":
         log = ex.pop("log")
         assert log["outcome"] == "aborted" and log["end_marker"]["outcome"] == "ABORT"
@@ -637,6 +791,68 @@ def test_a_task_with_an_offset_and_no_records_is_offset_ahead(spark: Any, tmp_pa
     assert ex["task"] == 5 and ex["max_seqno"] is None and ex["gap"] == 5 and ex["record"] is None
 
 
+def test_confirmed_records_missing_below_the_top_are_lost_too(spark: Any, tmp_path: Path) -> None:
+    """Two confirmed records gone from the middle of a task's seqnos (a present one between
+    them): each is ``lost`` and ``acknowledged-lost``, two runs of one each, naming the
+    writer Connect told and when."""
+    s = simulate(6, tasks=2, partitions=1)
+    s.batch(0, 6)
+    offs = data_offsets(s, 0)[-6:]
+    for o in (offs[1], offs[3]):
+        s.logs[0][o].in_read = False
+    batch = s.journal[-1]  # the batch's committed op
+    got = both(spark, s.write(tmp_path / "r"))
+    assert got["anomalies"] == {"lost": 2, "acknowledged-lost": 2}
+    top = s.max_seqno(0)
+    runs = [(e["first"], e["last"], e["missing"]) for e in got["examples"]["acknowledged-lost"]]
+    assert runs == [(top - 4, top - 4, 1), (top - 2, top - 2, 1)]
+    ex = got["examples"]["acknowledged-lost"][0]
+    assert ex["value"] == f"0:{top - 4}" and ex["max_seqno"] == top
+    assert (ex["writer"], ex["ms"]) == (s.writer[0], batch.ms)
+    lost = [(e["first"], e["value"]) for e in got["examples"]["lost"]]
+    assert lost == [(top - 4, f"0:{top - 4}"), (top - 2, f"0:{top - 2}")]
+
+
+def test_a_seqno_confirmed_twice_names_its_first_confirmation(spark: Any, tmp_path: Path) -> None:
+    """At least once: an instance's seqnos 3, 4 confirmed, their offset never committed; its
+    successor writes and confirms them again, and both copies are gone from the read: one
+    run, named by the first writer Connect told. A task whose every confirmed record is
+    gone has no highest committed seqno."""
+    s = Sim(tasks=2, partitions=1, rng=random.Random(8))
+    s.batch(0, 3)  # seqnos 0..2, offset 2
+    first = s.writer[0]
+    s.batch(0, 2, offsets=False)  # seqnos 3, 4, confirmed
+    told = s.journal[-1]
+    s.next_seqno[0] = 3
+    s.start(0)
+    s.batch(0, 2, offsets=False)  # 3, 4 again, confirmed again
+    s.batch(1, 2, offsets=False)  # task 1: 0, 1, confirmed
+    for e in s.logs[0]:
+        if e.value is not None and json.loads(e.value)["seqno"] >= (3 if e.key == "0" else 0):
+            e.in_read = False
+    got = both(spark, s.write(tmp_path / "r"))
+    assert got["anomalies"] == {"acknowledged-lost": 4}
+    a, b = got["examples"]["acknowledged-lost"]
+    assert (a["value"], a["first"], a["last"], a["max_seqno"]) == ("0:3", 3, 4, 2)
+    assert (a["writer"], a["ms"]) == (first, told.ms) and first != s.writer[0]
+    assert (b["value"], b["first"], b["last"], b["max_seqno"]) == ("1:0", 0, 1, None)
+
+
+def test_a_history_without_journals_is_judged_as_before(spark: Any, tmp_path: Path) -> None:
+    """Histories from before the task journals: the check is skipped (a note says so), so an
+    acknowledged tail that is gone goes unseen, and every other rule is unchanged."""
+    s, counts, firsts = planted(12, ["acknowledged-lost", "lost"], tasks=3)
+    s.journals = False
+    got = both(spark, s.write(tmp_path / "r"))
+    assert got["anomalies"] == {"lost": counts["lost"]}
+    assert got["examples"]["lost"][0] == firsts["lost"]
+    assert got["notes"] == [NO_DUMP_NOTE, NO_JOURNAL_NOTE]
+    assert got["stats"]["journal_ops"] == 0
+    s.journals = True
+    again = both(spark, s.write(tmp_path / "j"))
+    assert again["anomalies"] == counts and again["notes"] == [NO_DUMP_NOTE]
+
+
 @settings(
     max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -645,14 +861,26 @@ def test_a_task_with_an_offset_and_no_records_is_offset_ahead(spark: Any, tmp_pa
     kinds=st.lists(st.sampled_from(list(MUTATIONS)), unique=True, max_size=len(MUTATIONS)),
     partitions=st.integers(2, 4),
     dump=st.booleans(),
+    journals=st.booleans(),
 )
 def test_generated_runs_agree_and_every_planted_anomaly_is_found(
-    spark: Any, tmp_path_factory: Any, seed: int, kinds: list[str], partitions: int, dump: bool
+    spark: Any,
+    tmp_path_factory: Any,
+    seed: int,
+    kinds: list[str],
+    partitions: int,
+    dump: bool,
+    journals: bool,
 ) -> None:
     if not dump and "aborted-read" in kinds:
         kinds = [k for k in kinds if k != "aborted-read"]
     s, counts, firsts = planted(seed, kinds, tasks=len(MUTATIONS) + 2, partitions=partitions)
+    s.journals = journals
+    if not journals:  # an older history: the tail Connect confirmed is lost unseen
+        counts.pop("acknowledged-lost", None)
+        firsts.pop("acknowledged-lost", None)
     got = both(spark, s.write(tmp_path_factory.mktemp("gen"), dump=dump), max_examples=2)
+    assert (NO_JOURNAL_NOTE in got.get("notes", [])) is not journals
     assert got["anomalies"] == counts
     assert got["valid"] is (not counts)
     for kind, first in firsts.items():
