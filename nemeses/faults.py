@@ -9,7 +9,6 @@ Parameters come from the schedule (seeded), so the same schedule means the same 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import random
 import signal
@@ -492,16 +491,15 @@ def _stop_pid(pid: int, sig: signal.Signals) -> None:
         _wait(lambda: process_state(pid) in (None, "Z"), 10, f"pid {pid} killed")
 
 
-def _successor(clients: Any, before: set[int]) -> int:
-    """The first instance the workload started after ``before`` (its instance ids then)."""
-    found: list[int] = []
+def _wait_successor(clients: Any, before: set[int], ready: Callable[[int], bool] | None) -> None:
+    """Wait until an instance started after ``before`` (the instance ids then) serves. Any
+    of them: a successor killed by another fault meanwhile has a successor of its own."""
 
-    def started() -> bool:
-        found[:] = sorted(set(clients.processor_pids()) - before)
-        return bool(found)
+    def serving() -> bool:
+        new = set(clients.processor_pids()) - before
+        return any(ready(i) for i in new) if ready is not None else bool(new)
 
-    _wait(started, ROLL_READY_S, "a successor of the stopped processor")
-    return found[0]
+    _wait(serving, ROLL_READY_S, "a successor of the stopped processor serving")
 
 
 def roll_processors_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -523,9 +521,7 @@ def roll_processors_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str
         if pid is None:  # gone already (another fault); its successor is someone else's
             continue
         _stop_pid(pid, signal.SIGTERM if clean else signal.SIGKILL)
-        nxt = _successor(clients, set(before))
-        if ready is not None:
-            _wait(functools.partial(ready, nxt), ROLL_READY_S, f"processor {nxt} serving")
+        _wait_successor(clients, set(before), ready)
         rolled.append(instance)
     return {
         "targets": rolled,

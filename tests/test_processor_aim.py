@@ -66,7 +66,8 @@ class Respawning:
     """Three sleeping children; one that exits is replaced by a new instance id, which is
     ready a moment later (``processor_ready``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kill_first_successor: bool = False) -> None:
+        self.kill_first_successor = kill_first_successor
         self._lock = threading.Lock()
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._next = 0
@@ -101,6 +102,11 @@ class Respawning:
             return {i: p.pid for i, p in self._children.items() if p.poll() is None}
 
     def processor_ready(self, instance: int) -> bool:
+        if self.kill_first_successor and instance == 3:  # another fault kills it, once
+            self.kill_first_successor = False
+            with self._lock:
+                self._children[3].kill()
+            return False
         self.ready_asks.append(instance)
         return self.ready_asks.count(instance) > 1  # serving at the second look
 
@@ -132,3 +138,14 @@ def test_roll_restarts_each_processor_once_in_turn(clean: bool) -> None:
 def test_roll_needs_processes() -> None:
     with pytest.raises(FaultError):
         roll_processors_start(_ctx(None), {"clean": True})
+
+
+def test_roll_follows_a_successor_killed_before_it_served() -> None:
+    clients = Respawning(kill_first_successor=True)
+    try:
+        details = roll_processors_start(_ctx(clients), {"clean": True, "seed": 3})
+        after = clients.processor_pids()
+        assert sorted(details["targets"]) == [0, 1, 2] and len(after) == 3
+        assert 3 not in after and min(after) >= 4  # 3 died; its own successor was waited on
+    finally:
+        clients.close()
