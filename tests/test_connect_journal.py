@@ -39,6 +39,7 @@ def test_journals_and_worker_logs_become_ops(tmp_path: Path) -> None:
         "[2026] INFO unrelated\n"
     )
     journals.look()
+    assert journals.leader_port == 4711
     with path.open("a") as fh:
         fh.write('9]],"ms":5}\n' + _line(e="stop", ms=6) + "not json\n")
     journals.stop()

@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -221,7 +220,8 @@ class ConnectWorkload(Supervisor):
     def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
         """The live worker in ``role`` now, and why; None if no worker holds it now."""
         if role == "leader":
-            port, why = self._leader_port(), "the Connect group's leader"
+            port = self.journals.leader_port if self.journals is not None else None
+            why = "the Connect group's leader"
         elif role == "task-worker":
             tasks = sorted(
                 (t["id"], p)
@@ -238,17 +238,6 @@ class ConnectWorkload(Supervisor):
             if port is not None and self.ports[child.slot] == port:
                 return instance, why
         return None
-
-    def _leader_port(self) -> int | None:
-        """The REST port of the leader of the newest generation a live worker joined, from
-        the workers' logs (Connect says who leads only there)."""
-        best: tuple[int, int | None] = (-1, None)
-        for instance in self._live():
-            for match in _JOINED.finditer(_tail(self.logs_dir / f"worker-{instance}.log")):
-                generation, port = int(match[1]), int(match[2])
-                if generation > best[0]:
-                    best = (generation, port)
-        return best[1]
 
     def processor_ready(self, instance: int) -> bool:
         """A (re)started worker serves once its REST API answers."""
@@ -588,20 +577,6 @@ class ConnectWorkload(Supervisor):
             if self._driver is not None:
                 self._driver.close()
         self._close_files()
-
-
-#: A worker's log line when it joined a generation; it names the group's leader.
-_JOINED = re.compile(r"Joined group at generation (\d+) .*?leaderUrl='http://[^:/]+:(\d+)/?'")
-
-
-def _tail(path: Path, size: int = 256 * 1024) -> str:
-    """The last ``size`` bytes of a log (empty if it is not there)."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - size))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _port_of(worker_id: Any) -> int | None:

@@ -75,6 +75,8 @@ class TaskJournals:
         self.directory = directory
         self.logs_dir = logs_dir
         self._logs: dict[Path, _Tail] = {}
+        #: (generation, leader's REST port) of the newest generation any worker joined.
+        self._leader: tuple[int, int | None] = (-1, None)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._recorder = Recorder(
             processes_dir / "tasks.jsonl",
@@ -103,6 +105,12 @@ class TaskJournals:
         if not self._recorder.closed:
             self.look()
             self._recorder.close()
+
+    @property
+    def leader_port(self) -> int | None:
+        """The REST port of the group's leader as of the newest generation seen (Connect
+        says who leads only in its workers' logs)."""
+        return self._leader[1]
 
     def look(self) -> None:
         """Record what is new in every journal (files appear as task instances start)."""
@@ -139,6 +147,7 @@ class TaskJournals:
                 "leader_port": int(match[2]),
                 "tasks": tasks,
             }
+            self._leader = max(self._leader, (value["generation"], value["leader_port"]))
             self._recorder.invoke("assignment", value)
             self._recorder.ok("assignment", value)
 
