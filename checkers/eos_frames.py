@@ -162,19 +162,26 @@ def parse_drain(t: dict[str, DataFrame], seeds: DataFrame, txns: DataFrame) -> D
     by_v = seeds.select(
         F.col("value").alias("io"), F.col("src_p").alias("v_p"), F.col("src_o").alias("v_o")
     )
-    recs = recs.join(at, ["h_p", "h_o"], "left").join(by_v, ["io"], "left")
-    src_p = F.when(has_h, F.col("h_p")).otherwise(F.col("v_p"))
-    src_o = F.when(has_h, F.col("h_o")).otherwise(F.col("v_o"))
-    recs = recs.select(
-        *RECORD_COLS,
-        "read_index",
-        "instance",
-        "generation",
-        "txn_seq",
-        src_p.alias("src_p"),
-        src_o.alias("src_o"),
-        F.when(has_h, F.coalesce("at_v", "io")).otherwise(F.col("io")).alias("in_value"),
+    keep = (*RECORD_COLS, "read_index", "instance", "generation", "txn_seq")
+    # Each side joins the seeds only by what it has: a record with source headers by its
+    # position, a header-less one (the Java copier's) by its value. One join of every record
+    # with the seeds by value cost as much as the rest of the view.
+    by_header = (
+        recs.filter(has_h)
+        .join(at, ["h_p", "h_o"], "left")
+        .select(
+            *keep,
+            F.col("h_p").alias("src_p"),
+            F.col("h_o").alias("src_o"),
+            F.coalesce("at_v", "io").alias("in_value"),
+        )
     )
+    by_value = (
+        recs.filter(~has_h)
+        .join(by_v, ["io"], "left")
+        .select(*keep, F.col("v_p").alias("src_p"), F.col("v_o").alias("src_o"), "io")
+    )
+    recs = by_header.unionByName(by_value.withColumnRenamed("io", "in_value"))
     ident = F.when(
         F.col("src_p").isNotNull() & F.col("src_o").isNotNull(),
         F.concat_ws("/", F.col("src_p").cast("string"), F.col("src_o").cast("string")),

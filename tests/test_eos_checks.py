@@ -634,6 +634,25 @@ def test_every_anomaly_detected_by_spark_and_reference(spark: Any, tmp_path: Pat
     assert "fenced" in reasons
 
 
+def test_header_less_outputs_are_mapped_by_value_beside_headed_ones(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The Java copier writes no source headers: its outputs are mapped back to their inputs
+    by value. A run where one output partition has no headers at all, with a duplicate on it,
+    gives the same whole result in both engines, the duplicate named by its source position."""
+    s = simulate(13)
+    out0 = s.out[0]
+    assert out0, "the simulation wrote nothing to output partition 0"
+    for r in out0:
+        r["headers"] = {}
+    out0.append(dict(out0[0]))
+    s.finish()
+    got, _ref = both(spark, s.write(tmp_path))
+    assert got["anomalies"].get("duplicate", 0) >= 1, got["anomalies"]
+    ident = got["checkers"]["duplicate"]["examples"][0]
+    assert "v:" not in json.dumps(ident), ident  # found by value, named by position
+
+
 def test_fenced_instance_output_is_zombie_write(spark: Any, tmp_path: Path) -> None:
     _got, ref = both(spark, built(tmp_path, 5, hijack=True))
     assert ref["anomalies"].get("zombie-write", 0) >= 1
