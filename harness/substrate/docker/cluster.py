@@ -130,7 +130,7 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.timings["images"] = time.monotonic() - t0
         plan = self.plan = self.make_plan(image)
         if self.use_ryuk:
-            self.extra_labels = ryuk_labels(plan.image)
+            self.extra_labels = ryuk_labels(self.client)
         store = self._make_store()
         (store / "cluster.json").write_text(
             json.dumps({"run_id": self.run_id, "cluster_id": self.cluster_id, "backend": "docker"})

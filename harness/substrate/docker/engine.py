@@ -106,23 +106,36 @@ def reap_docker(client: Any = None, keep: set[str] | None = None) -> dict[str, i
     return counts
 
 
-def ryuk_labels(image: str) -> dict[str, str]:
+#: Where the user named a Ryuk image of their own (a registry reachable), it is used as is.
+RYUK_IMAGE_ENVS = ("RYUK_CONTAINER_IMAGE", "TESTCONTAINERS_RYUK_CONTAINER_IMAGE")
+
+
+def ryuk_labels(client: Any) -> dict[str, str]:
     """Start testcontainers' Ryuk (once per process) and return its session labels.
 
-    Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start: the
-    owner labels and ``reap_docker`` still clean up, only later (at the next start).
+    The Ryuk image is the harness's own reaper (``docker/reaper``, speaking Ryuk's protocol,
+    built locally by ``docker.images``): testcontainers' default image lives on a registry
+    this project's machines cannot reach, and Ryuk's Go module is not on their module
+    proxy. Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start:
+    the owner labels and ``reap_docker`` still clean up, only later (at the next start or
+    ``python -m harness reap``).
     """
     try:
         from testcontainers.core.config import testcontainers_config
         from testcontainers.core.container import Reaper
-        from testcontainers.core.labels import LABEL_SESSION_ID, create_labels
+        from testcontainers.core.labels import LABEL_SESSION_ID, SESSION_ID
     except ImportError:
         return {}
     if testcontainers_config.ryuk_disabled:
         return {}
     try:
+        if not any(os.environ.get(k) for k in RYUK_IMAGE_ENVS):
+            from harness.substrate.docker.images import ensure_reaper_image
+
+            testcontainers_config.ryuk_image = ensure_reaper_image(client)
         Reaper.get_instance()
     except Exception as exc:
-        log.warning("testcontainers' Ryuk did not start (%s); relying on reap_docker", exc)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning("testcontainers' Ryuk did not start (%s); relying on reap_docker", first[:200])
         return {}
-    return {LABEL_SESSION_ID: create_labels(image, None)[LABEL_SESSION_ID]}
+    return {LABEL_SESSION_ID: SESSION_ID}

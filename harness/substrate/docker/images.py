@@ -9,6 +9,10 @@ proxy, but no image registry, so ``FROM apache/kafka`` cannot work. Instead:
   netcat (reachability probes) and the broker entrypoint (``docker/broker``), built with a
   ``Dockerfile`` whose ``RUN apt-get`` reaches the same mirror from inside the build.
 
+- ``kafka-harness/reaper:<key>``: the root fs plus the harness's Ryuk-compatible reaper
+  (``docker/reaper``, standard-library Go built on the host), the image testcontainers is
+  told to start as its Ryuk.
+
 Kafka itself is not in any image: the broker containers mount the jars that
 ``harness.kafka.install`` resolved with Maven (the process backend's own installation)
 read-only at ``/opt/kafka/libs``, so every version the harness can install runs in
@@ -47,6 +51,8 @@ SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 ROOTFS_REPO = "kafka-harness/rootfs"
 RUNTIME_REPO = "kafka-harness/runtime"
+REAPER_REPO = "kafka-harness/reaper"
+REAPER_SOURCE = dp.docker_dir() / "reaper"
 LABEL_IMAGE = "kafka-harness.image"
 
 #: Generous bounds: the first debootstrap downloads ~40 MB, the runtime layer ~100 MB.
@@ -199,21 +205,81 @@ def _build_runtime(client: Any, tag: str, rootfs: str) -> None:
         raise HarnessError(f"building {tag} failed: {_last_line(str(detail))}") from None
 
 
+def _ensure_rootfs(client: Any) -> str:
+    """The root fs image's tag, debootstrapped if missing (under its own lock)."""
+    mirror = debian_mirror()
+    rootfs = rootfs_tag(mirror)
+    if _has_image(client, rootfs):
+        return rootfs
+    with _build_lock("rootfs"):
+        if not _has_image(client, rootfs):
+            log.info("building %s (debootstrap %s from %s)", rootfs, SUITE, mirror)
+            _build_rootfs(rootfs, mirror)
+    return rootfs
+
+
 def ensure_runtime_image(client: Any) -> str:
     """The runtime image's tag, built (root fs first) if this engine lacks it."""
     t0 = time.monotonic()
-    mirror = debian_mirror()
-    rootfs = rootfs_tag(mirror)
-    tag = runtime_tag(rootfs)
+    tag = runtime_tag(rootfs_tag(debian_mirror()))
     if _has_image(client, tag):
         return tag
     with _build_lock("runtime"):
         if _has_image(client, tag):  # another process built it while we waited
             return tag
-        if not _has_image(client, rootfs):
-            log.info("building %s (debootstrap %s from %s)", rootfs, SUITE, mirror)
-            _build_rootfs(rootfs, mirror)
+        rootfs = _ensure_rootfs(client)
         log.info("building %s", tag)
         _build_runtime(client, tag, rootfs)
-    log.info("images built in %.1fs", time.monotonic() - t0)
+    log.info("runtime image built in %.1fs", time.monotonic() - t0)
+    return tag
+
+
+def reaper_tag(rootfs: str) -> str:
+    parts = [rootfs.encode()]
+    for f in sorted(REAPER_SOURCE.glob("*")):
+        parts += [f.name.encode(), f.read_bytes()]
+    return f"{REAPER_REPO}:{_digest(*parts)}"
+
+
+def ensure_reaper_image(client: Any) -> str:
+    """The reaper image's tag: the Ryuk-compatible reaper built with the host's Go (standard
+    library only: nothing to download) and copied onto the root fs."""
+    from harness.kafka.install import _find_tool
+
+    tag = reaper_tag(rootfs_tag(debian_mirror()))
+    if _has_image(client, tag):
+        return tag
+    with _build_lock("reaper"):
+        if _has_image(client, tag):
+            return tag
+        rootfs = _ensure_rootfs(client)
+        go = _find_tool("go", "install Go 1.21+ to build the Docker backend's reaper")
+        work = Path(tempfile.mkdtemp(prefix="kh-reaper-", dir=_cache_dir()))
+        try:
+            env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod")
+            proc = subprocess.run(
+                [go, "build", "-o", str(work / "reaper"), "."],
+                cwd=REAPER_SOURCE,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise HarnessError(f"building the reaper failed: {_last_line(proc.stderr)}")
+            (work / "Dockerfile").write_text(
+                "ARG ROOTFS\nFROM ${ROOTFS}\nCOPY reaper /usr/local/bin/reaper\n"
+                f"LABEL {LABEL_IMAGE}=reaper\nEXPOSE 8080\n"
+                'ENTRYPOINT ["/usr/local/bin/reaper"]\n'
+            )
+            try:
+                client.images.build(
+                    path=str(work), tag=tag, buildargs={"ROOTFS": rootfs}, rm=True, forcerm=True
+                )
+            except Exception as exc:
+                detail = getattr(exc, "msg", None) or str(exc)
+                raise HarnessError(f"building {tag} failed: {_last_line(str(detail))}") from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return tag
