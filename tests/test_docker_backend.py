@@ -770,9 +770,9 @@ def test_start_creates_labelled_resources_and_proxies(fake: Any) -> None:
             assert ("iptables", "-w", "-F", "KH-PART") in setup
         saved = props_of((store / "nodes" / "n2" / "server.properties").read_text())
         assert saved == dp.node_properties(plan, 2)
-        # What runner.py reads: the installation (tools, Java clients), no host slot.
+        # What runner.py reads: the installation (tools, Java clients), a host slot (client cuts).
         assert c.install is not None and c.install.libs_dir == Path(LIBS)
-        assert c.slot is None and c.uses_netns and c.backend == "docker"
+        assert c.slot is not None and c.uses_netns and c.backend == "docker"
         assert c.registered_brokers() == {1, 2, 3}
         assert c.active_controller() == 3
 

@@ -47,6 +47,7 @@ from harness.substrate.docker.engine import (
 from harness.substrate.docker.images import ensure_runtime_image
 from harness.substrate.docker.node import DockerNode
 from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
+from harness.substrate.runstate import acquire_slot, kill_run_processes
 from harness.substrate.toxiproxy import Toxiproxy
 
 log = logging.getLogger("harness.substrate.docker.cluster")
@@ -75,7 +76,6 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.client = client
         self.use_ryuk = use_ryuk
         self.kafka_version = self.config.kafka_version or DEFAULT_KAFKA_VERSION
-        # No host slot (names derive from the run id, ports from the OS): ``slot`` stays None.
         self.host_ip = "127.0.0.1"
         self.plan: dp.ClusterPlan | None = None
         self.extra_labels: dict[str, str] = {}
@@ -124,6 +124,11 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.install = ensure_installed(self.kafka_version)
         self._check_transaction_version(self.install.version)
         reap_docker(self.client)
+        # A host slot, though names derive from the run id and ports come from the OS: its
+        # number keys the client group ids and client-cut rules (``cut-processor`` cuts the
+        # workload's processes on this host, whatever runs the brokers), and the slot's
+        # reaper kills this run's marked client processes and drops its rules if we die.
+        self.slot = acquire_slot(self.run_id, cfg.slot, lambda n: True)
         self._install_signal_handlers()
         atexit.register(self.stop)
         image = ensure_runtime_image(self.client)
@@ -172,7 +177,16 @@ class DockerCluster(ClusterBase[DockerNode]):
         return self.client is not None and self.plan is not None
 
     def _release(self) -> None:
-        """Containers first (they hold the volumes and the network), then the rest."""
+        """Containers first (they hold the volumes and the network), then the rest; the
+        run's marked client processes and its host slot last."""
+        try:
+            self._remove_resources()
+        finally:
+            if self.slot is not None:
+                kill_run_processes({self.run_id})
+                self.slot.release()
+
+    def _remove_resources(self) -> None:
         if not self._started():
             return
         order = {"container": 0, "volume": 1, "network": 2}
