@@ -67,6 +67,12 @@ ensure_docker() {
     engine_answers || { echo "error: dockerd did not answer within 60 s; see /var/log/dockerd.log" >&2; exit 2; }
     echo "== Docker engine answers"
   fi
+  # docker/compose.yaml is brought up in a test; Debian ships Compose as docker-compose.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1 \
+      && ! docker compose version >/dev/null 2>&1; then
+    echo "== installing docker-compose (Debian package) for the compose test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null
+  fi
   # The backend's base image is a Debian root file system made by debootstrap.
   if [ "$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     echo "== installing debootstrap (Debian package) to build the Docker backend's base image"

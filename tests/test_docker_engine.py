@@ -47,9 +47,9 @@ def _leftovers(client: Any, run_id: str) -> dict[str, list[str]]:
     }
 
 
-def _start_and_sigkill(tmp_path: Path, env: dict[str, str]) -> str:
+def _start_and_sigkill(tmp_path: Path, env: dict[str, str]) -> tuple[str, dict[str, str]]:
     """Start a 1-node Docker cluster in a harness process, SIGKILL the harness once the
-    cluster is ready; the run id (its containers are still there at that moment)."""
+    cluster is ready; the run id and its broker's labels (read before the kill)."""
     cmd = [sys.executable, "-m", "harness", "cluster", "--backend", "docker", "--nodes", "1"]
     proc = subprocess.Popen(
         [*cmd, "--hold", "300", "--store", str(tmp_path / "store")],
@@ -71,17 +71,22 @@ def _start_and_sigkill(tmp_path: Path, env: dict[str, str]) -> str:
                     break
         assert line.startswith("{"), f"the cluster never became ready (exit {proc.poll()})"
         run_id = str(json.loads(line)["run_id"])
-        assert _leftovers(_client(), run_id)["containers"], "nothing was started"
+        selector = {"label": [f"{dp.LABEL_RUN}={run_id}", f"{dp.LABEL_ROLE}=broker"]}
+        brokers = _client().containers.list(all=True, filters=selector)
+        assert brokers, "nothing was started"
+        labels = dict(brokers[0].labels)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    return run_id
+    return run_id, labels
 
 
 def test_a_sigkilled_harness_is_cleaned_up_by_ryuk(tmp_path: Path) -> None:
     """The reaper container notices the dead harness's closed socket and removes its run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESTCONTAINERS_RYUK")}
-    run_id = _start_and_sigkill(tmp_path, env)
+    run_id, labels = _start_and_sigkill(tmp_path, env)
+    session = labels.get("org.testcontainers.session-id")
+    assert session, "the run's resources carry no Ryuk session label"
     client = _client()
     empty = {"containers": [], "volumes": [], "networks": []}
     # Ryuk's reconnection timeout is 10 s; its clean-up takes a few more.
@@ -90,9 +95,10 @@ def test_a_sigkilled_harness_is_cleaned_up_by_ryuk(tmp_path: Path) -> None:
         timeout=90,
         what=f"Ryuk removing run {run_id}",
     )
-    # And the reaper itself is gone (it exits after its clean-up; auto-removed).
+    # And that harness's reaper itself is gone (it exits after its clean-up; auto-removed).
+    ryuk = {"name": f"testcontainers-ryuk-{session}"}
     wait_for(
-        lambda: not client.containers.list(all=True, filters={"name": "testcontainers-ryuk"}),
+        lambda: not client.containers.list(all=True, filters=ryuk),
         timeout=30,
         what="the Ryuk container gone",
     )
@@ -101,7 +107,8 @@ def test_a_sigkilled_harness_is_cleaned_up_by_ryuk(tmp_path: Path) -> None:
 def test_reap_removes_a_sigkilled_run_without_ryuk(tmp_path: Path) -> None:
     """With Ryuk off, ``python -m harness reap`` (also run by every start) removes it."""
     env = dict(os.environ, TESTCONTAINERS_RYUK_DISABLED="true")
-    run_id = _start_and_sigkill(tmp_path, env)
+    run_id, labels = _start_and_sigkill(tmp_path, env)
+    assert "org.testcontainers.session-id" not in labels  # Ryuk really was off
     client = _client()
     assert _leftovers(client, run_id)["volumes"], "the dead run's resources should remain"
     out = subprocess.run(
