@@ -1016,3 +1016,65 @@ def test_owner_token_names_this_process() -> None:
     assert int(pid) == os.getpid()
     assert re.fullmatch(r"\d+", start)
     assert host == os.uname().nodename
+
+
+# --- images built without a registry -------------------------------------------------------
+
+
+def test_debian_mirror_comes_from_the_machines_apt_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.substrate.docker import images
+
+    monkeypatch.delenv("KAFKA_HARNESS_DEBIAN_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://security.debian.org/debian-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
+    )
+    assert images.debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert images.debian_mirror(tmp_path / "none") == images.DEFAULT_MIRROR
+    monkeypatch.setenv("KAFKA_HARNESS_DEBIAN_MIRROR", "http://other/debian/")
+    assert images.debian_mirror(tmp_path) == "http://other/debian"
+
+
+def test_image_tags_are_keyed_by_content(tmp_path: Path) -> None:
+    from harness.substrate.docker import images
+
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM x\n")
+    first = images.runtime_tag("rootfs:a", ctx)
+    assert first == images.runtime_tag("rootfs:a", ctx)  # unchanged input: same tag
+    (ctx / "kh-entrypoint.sh").write_text("#!/bin/sh\n")
+    second = images.runtime_tag("rootfs:a", ctx)
+    assert len({first, second, images.runtime_tag("rootfs:b", ctx)}) == 3
+    assert images.rootfs_tag("http://a/debian") != images.rootfs_tag("http://b/debian")
+    assert images.runtime_tag("rootfs:a").startswith(images.RUNTIME_REPO + ":")
+
+
+class _NoImages:
+    """An engine with no images; ``build`` fails with the engine's own error text."""
+
+    def __init__(self) -> None:
+        self.images = self
+
+    def get(self, name: str) -> None:
+        raise NotFound(name)
+
+    def build(self, **kw: Any) -> None:
+        raise RuntimeError("The command '/bin/sh -c apt-get update' returned a non-zero code: 100")
+
+
+def test_image_build_failures_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.substrate.docker import images
+
+    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(images, "find_debootstrap", lambda: None)
+    with pytest.raises(HarnessError, match="needs debootstrap") as err:
+        images.ensure_runtime_image(_NoImages())
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(images, "_build_rootfs", lambda tag, mirror: None)
+    with pytest.raises(HarnessError, match=r"building kafka-harness/runtime:\w+ failed: ") as err:
+        images.ensure_runtime_image(_NoImages())
+    assert "\n" not in str(err.value) and "non-zero code: 100" in str(err.value)

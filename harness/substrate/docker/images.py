@@ -140,11 +140,17 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
+def find_debootstrap() -> str | None:
+    """debootstrap on PATH, or where Debian puts it (/usr/sbin, off a non-root PATH)."""
+    found = shutil.which("debootstrap")
+    if found:
+        return found
+    return "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
+
+
 def _build_rootfs(tag: str, mirror: str) -> None:
     """debootstrap a minimal Debian into a temporary directory and ``docker import`` it."""
-    debootstrap = shutil.which("debootstrap") or (
-        "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
-    )
+    debootstrap = find_debootstrap()
     if debootstrap is None:
         raise HarnessError(
             f"building {tag} needs debootstrap (apt-get install debootstrap, or ./bootstrap.sh)"
