@@ -986,29 +986,30 @@ def test_ryuk_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     config = pytest.importorskip("testcontainers.core.config").testcontainers_config
     container = pytest.importorskip("testcontainers.core.container")
     labels = pytest.importorskip("testcontainers.core.labels")
-    from harness.substrate.docker import images
-
     started: list[bool] = []
     monkeypatch.setattr(container.Reaper, "get_instance", lambda: started.append(True))
-    monkeypatch.setattr(images, "ensure_reaper_image", lambda client: "kafka-harness/reaper:x")
+
+    def local() -> str:
+        return "kafka-harness/reaper:x"
+
     monkeypatch.setattr(config, "ryuk_image", config.ryuk_image)  # restored afterwards
     for env in de.RYUK_IMAGE_ENVS:
         monkeypatch.delenv(env, raising=False)
     monkeypatch.setattr(config, "ryuk_disabled", True)
-    assert de.ryuk_labels("img") == {} and started == []
+    assert de.ryuk_labels(local) == {} and started == []
     monkeypatch.setattr(config, "ryuk_disabled", False)
-    assert de.ryuk_labels("img") == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
+    assert de.ryuk_labels(local) == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
     # testcontainers starts the locally built reaper, never its registry image.
     assert started == [True] and config.ryuk_image == "kafka-harness/reaper:x"
     monkeypatch.setenv("RYUK_CONTAINER_IMAGE", "mirror.example/ryuk:0.8.1")
     monkeypatch.setattr(config, "ryuk_image", "mirror.example/ryuk:0.8.1")
-    assert de.ryuk_labels("img") and config.ryuk_image == "mirror.example/ryuk:0.8.1"
+    assert de.ryuk_labels(local) and config.ryuk_image == "mirror.example/ryuk:0.8.1"
 
     def no_ryuk() -> None:
         raise ConnectionError("cannot pull testcontainers/ryuk")
 
     monkeypatch.setattr(container.Reaper, "get_instance", no_ryuk)
-    assert de.ryuk_labels("img") == {}
+    assert de.ryuk_labels(local) == {}
 
 
 def test_owner_token_names_this_process() -> None:

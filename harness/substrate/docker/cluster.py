@@ -44,7 +44,7 @@ from harness.substrate.docker.engine import (
     reap_docker,
     ryuk_labels,
 )
-from harness.substrate.docker.images import ensure_runtime_image
+from harness.substrate.docker.images import ensure_reaper_image, ensure_runtime_image
 from harness.substrate.docker.node import DockerNode
 from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
 from harness.substrate.runstate import acquire_slot, kill_run_processes
@@ -135,7 +135,7 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.timings["images"] = time.monotonic() - t0
         plan = self.plan = self.make_plan(image)
         if self.use_ryuk:
-            self.extra_labels = ryuk_labels(self.client)
+            self.extra_labels = ryuk_labels(lambda: ensure_reaper_image(self.client))
         store = self._make_store()
         (store / "cluster.json").write_text(
             json.dumps({"run_id": self.run_id, "cluster_id": self.cluster_id, "backend": "docker"})

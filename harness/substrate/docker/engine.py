@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from common.errors import HarnessError
@@ -110,11 +111,12 @@ def reap_docker(client: Any = None, keep: set[str] | None = None) -> dict[str, i
 RYUK_IMAGE_ENVS = ("RYUK_CONTAINER_IMAGE", "TESTCONTAINERS_RYUK_CONTAINER_IMAGE")
 
 
-def ryuk_labels(client: Any) -> dict[str, str]:
+def ryuk_labels(reaper_image: Callable[[], str]) -> dict[str, str]:
     """Start testcontainers' Ryuk (once per process) and return its session labels.
 
     The Ryuk image is the harness's own reaper (``docker/reaper``, speaking Ryuk's protocol,
-    built locally by ``docker.images``): testcontainers' default image lives on a registry
+    built locally by ``docker.images``, which ``reaper_image`` builds or finds only when Ryuk
+    is on): testcontainers' default image lives on a registry
     this project's machines cannot reach, and Ryuk's Go module is not on their module
     proxy. Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start:
     the owner labels and ``reap_docker`` still clean up, only later (at the next start or
@@ -130,9 +132,7 @@ def ryuk_labels(client: Any) -> dict[str, str]:
         return {}
     try:
         if not any(os.environ.get(k) for k in RYUK_IMAGE_ENVS):
-            from harness.substrate.docker.images import ensure_reaper_image
-
-            testcontainers_config.ryuk_image = ensure_reaper_image(client)
+            testcontainers_config.ryuk_image = reaper_image()
         Reaper.get_instance()
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
