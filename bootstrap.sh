@@ -3,13 +3,23 @@
 #
 #   ./bootstrap.sh [RUN OPTIONS] install, then run the main job (cluster + workload + faults)
 #   ./bootstrap.sh --setup-only install only (what CI uses before running the tests)
+#   --no-docker                 (with either) leave the Docker engine alone
 #
 # Installs: iptables (Debian package, for partitions inside node namespaces), chromium and
 # chromium-driver (Debian packages, for the report tests), a Python
 # virtualenv in .venv with the project and its test extras, Apache Kafka's jars (Maven, from
-# Maven Central) and toxiproxy's server (Go module) into ~/.cache/kafka-harness.
+# Maven Central) and toxiproxy's server (Go module) into ~/.cache/kafka-harness. As root on
+# Debian/Ubuntu with no Docker engine answering, also Debian's docker.io and debootstrap (the
+# Docker backend builds its images from Debian packages, no registry needed) and starts dockerd.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+with_docker=1
+args=()
+for a in "$@"; do
+  if [ "$a" = "--no-docker" ]; then with_docker=0; else args+=("$a"); fi
+done
+set -- ${args[@]+"${args[@]}"}
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found: $2" >&2; exit 2; }; }
 need python3 "install Python 3.11+"
@@ -26,6 +36,53 @@ fi
 if [ "$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
   echo "== installing chromium and chromium-driver (Debian packages)"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+fi
+
+engine_answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }
+
+# The Docker backend (harness/substrate/docker) needs an engine. Where none answers and we
+# may install one (root, apt), install Debian's docker.io and start the daemon: under
+# systemd through its unit, elsewhere (containers, CI runners without systemd) directly,
+# logging to /var/log/dockerd.log. It stays running afterwards, as a system service would.
+ensure_docker() {
+  if engine_answers; then
+    echo "== Docker engine answers: leaving it as it is"
+  elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "== no Docker engine answers and this is not root on Debian/Ubuntu: not installing one" \
+      "(the Docker backend and its tests are skipped)"
+    return 0
+  else
+    if ! command -v dockerd >/dev/null 2>&1; then
+      echo "== installing docker.io (Debian package) for the Docker backend"
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io) >/dev/null
+    fi
+    if [ -d /run/systemd/system ]; then
+      echo "== starting dockerd (systemctl start docker)"
+      systemctl start docker
+    else
+      echo "== starting dockerd in the background (log: /var/log/dockerd.log)"
+      nohup dockerd >>/var/log/dockerd.log 2>&1 </dev/null &
+    fi
+    for _ in $(seq 1 60); do engine_answers && break; sleep 1; done
+    engine_answers || { echo "error: dockerd did not answer within 60 s; see /var/log/dockerd.log" >&2; exit 2; }
+    echo "== Docker engine answers"
+  fi
+  # docker/compose.yaml is brought up in a test; Debian ships Compose as docker-compose.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1 \
+      && ! docker compose version >/dev/null 2>&1; then
+    echo "== installing docker-compose (Debian package) for the compose test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null
+  fi
+  # The backend's base image is a Debian root file system made by debootstrap.
+  if [ "$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing debootstrap (Debian package) to build the Docker backend's base image"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap) >/dev/null
+  fi
+}
+if [ "$with_docker" = 1 ]; then
+  ensure_docker
+else
+  echo "== --no-docker: not checking for a Docker engine"
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -56,13 +56,12 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from harness.substrate.backends import open_cluster
 
     with open_cluster(_cluster_config(args), args.backend) as cluster:
-        # The Docker backend has no local installation: its brokers run in containers.
-        docker = cluster.install is None
+        docker = cluster.backend == "docker"
         network = "docker" if docker else ("netns" if cluster.uses_netns else "loopback")
         info = {
             "run_id": cluster.run_id,
-            "backend": "docker" if docker else "process",
-            "kafka_version": args.kafka_version if docker else str(cluster.install.version),
+            "backend": cluster.backend,
+            "kafka_version": str(cluster.install.version) if cluster.install else None,
             "bootstrap": cluster.bootstrap,
             "internal_bootstrap": cluster.internal_bootstrap,
             "network": network,
@@ -83,6 +82,26 @@ def _cmd_reap(args: argparse.Namespace) -> int:
     from harness.substrate.runstate import reap_all
 
     print(json.dumps({**reap_all(), "docker": reap_docker()}, default=str))
+    return 0
+
+
+def _cmd_images(args: argparse.Namespace) -> int:
+    """Build (if needed) the Docker backend's runtime image and print, as shell assignments,
+    what ``docker/compose.yaml`` mounts: the image, the Kafka jars, toxiproxy's server."""
+    import shlex
+
+    from harness.kafka.install import ensure_installed
+    from harness.substrate.docker.engine import connect_engine
+    from harness.substrate.docker.images import ensure_runtime_image
+
+    inst = ensure_installed(args.kafka_version)
+    image = ensure_runtime_image(connect_engine())
+    for key, value in (
+        ("KH_RUNTIME_IMAGE", image),
+        ("KH_KAFKA_LIBS", str(inst.libs_dir)),
+        ("KH_TOXIPROXY_BIN", str(inst.toxiproxy_bin)),
+    ):
+        print(f"export {key}={shlex.quote(value)}")
     return 0
 
 
@@ -202,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="(re)write a stored run's report.html")
     p.add_argument("run_dir")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("images", help="build the Docker backend's image; print compose's env")
+    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION, metavar="V")
+    p.set_defaults(func=_cmd_images)
 
     p = sub.add_parser("reap", help="clean up after harness runs that died")
     p.set_defaults(func=_cmd_reap)

@@ -5,6 +5,7 @@ once per worker session and torn down at its end, so ``pytest -n auto`` runs clu
 side without collisions. Another project can depend on this package and use the fixtures:
 
 * ``kafka_cluster`` (session) / ``healthy_cluster`` (faults undone after the test);
+  ``docker_cluster`` (session, Docker backend) / ``any_cluster`` (each backend in turn);
 * ``nemesis``: a factory of seeded fault schedules run against the worker's cluster;
 * ``history``: a per-test history directory with recorders and a merged loader;
 * ``spark``: one embedded Spark session per worker for the checkers;
@@ -108,14 +109,52 @@ def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterat
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def docker_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
+    """Like ``kafka_cluster``, on the Docker backend; the test is skipped when no Docker
+    engine answers (``./bootstrap.sh`` starts one where it can)."""
+    from common.settings import parse_settings
+    from harness.substrate.api import ClusterConfig
+    from harness.substrate.backends import docker_engine_available
+    from harness.substrate.docker.cluster import DockerCluster
+
+    if not docker_engine_available():
+        pytest.skip("no Docker engine answers")
+    option = request.config.getoption
+    cfg = ClusterConfig(
+        nodes=option("--nodes"),
+        kafka_version=option("--kafka-version"),
+        store=harness_store / "docker-cluster",
+        broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
+        replication_factor=option("--replication-factor"),
+        min_insync_replicas=option("--min-insync-replicas"),
+    )
+    with DockerCluster(cfg) as cluster:
+        yield cluster
+
+
+def _healed(cluster: Any) -> None:
+    cluster.heal_all()
+    for node in cluster.nodes:
+        if not node.alive():
+            cluster.start_node(node.node_id)
+
+
 @pytest.fixture
 def healthy_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
     """The worker's cluster, with every fault undone after the test (pass or fail)."""
     yield kafka_cluster
-    kafka_cluster.heal_all()
-    for node in kafka_cluster.nodes:
-        if not node.alive():
-            kafka_cluster.start_node(node.node_id)
+    _healed(kafka_cluster)
+
+
+@pytest.fixture(params=["process", "docker"])
+def any_cluster(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """``healthy_cluster`` on each backend in turn: a test taking it runs once per backend
+    (the Docker run skipped where no engine answers)."""
+    name = "kafka_cluster" if request.param == "process" else "docker_cluster"
+    cluster = request.getfixturevalue(name)
+    yield cluster
+    _healed(cluster)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist may be absent or disabled

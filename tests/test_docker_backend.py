@@ -17,7 +17,6 @@ import pytest
 
 from common.errors import HarnessError
 from harness.kafka import coordinators
-from harness.kafka.install import TOXIPROXY_VERSION
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.substrate import backends
 from harness.substrate import base as sb
@@ -32,9 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = "20260101T000000-abcdef12"
 
 
+IMAGE = "kafka-harness/runtime:0123456789ab"
+LIBS = "/cache/kafka/4.1.0/libs"
+TOXI_BIN = "/cache/toxiproxy/v2.5.0-x/toxiproxy-server"
+
+
 def make_plan(nodes: int = 3, **kw: Any) -> dp.ClusterPlan:
     ports = [30000 + i for i in range(2 * nodes + 1)]
     settings = {"min.insync.replicas": "2", "num.io.threads": "3"}
+    kw = {"image": IMAGE, "kafka_libs": LIBS, "toxiproxy_bin": TOXI_BIN, **kw}
     return dp.plan_cluster(RUN, "host:1:2", "CID", "4.1.0", ports, settings, **kw)
 
 
@@ -139,10 +144,14 @@ def test_broker_spec_passes_config_and_publishes_only_observe() -> None:
     plan = make_plan(transaction_version=2)
     spec = dp.broker_container_spec(plan, 2)
     node = plan.nodes[1]
-    assert spec["image"] == "kafka-harness/broker:4.1.0"
+    assert spec["image"] == IMAGE
     assert spec["network"] == plan.network and spec["hostname"] == node.container
     assert spec["ports"] == {"9095/tcp": ("127.0.0.1", node.observe_port)}
-    assert spec["volumes"] == {node.volume: {"bind": dp.DATA_DIR, "mode": "rw"}}
+    # Its data volume, and the installation's jars read-only (no Kafka in the image).
+    assert spec["volumes"] == {
+        node.volume: {"bind": dp.DATA_DIR, "mode": "rw"},
+        LIBS: {"bind": "/opt/kafka/libs", "mode": "ro"},
+    }
     assert "NET_ADMIN" in spec["cap_add"]
     env = spec["environment"]
     decoded = props_of(base64.b64decode(env["KH_SERVER_PROPERTIES"]).decode())
@@ -159,14 +168,17 @@ def test_toxiproxy_spec_publishes_api_and_every_proxy() -> None:
     for n in plan.nodes:
         assert spec["ports"][f"{n.proxy_port}/tcp"] == ("127.0.0.1", n.proxy_port)
     assert "-host=0.0.0.0" in spec["command"]
-    assert spec["image"] == dp.TOXIPROXY_IMAGE
+    # The process backend's own toxiproxy build, mounted into the runtime image.
+    assert spec["image"] == IMAGE and spec["entrypoint"] == [dp.TOXIPROXY_BIN]
+    assert spec["volumes"] == {TOXI_BIN: {"bind": dp.TOXIPROXY_BIN, "mode": "ro"}}
 
 
 def test_dump_helper_mounts_every_volume_read_only() -> None:
     plan = make_plan()
     spec = dp.dump_container_spec(plan)
     assert spec["volumes"] == {
-        n.volume: {"bind": f"/dump/n{n.node_id}", "mode": "ro"} for n in plan.nodes
+        **{n.volume: {"bind": f"/dump/n{n.node_id}", "mode": "ro"} for n in plan.nodes},
+        LIBS: {"bind": dp.KAFKA_LIBS, "mode": "ro"},
     }
     assert spec["network_disabled"] is True
 
@@ -188,7 +200,10 @@ def test_specs_are_accepted_by_the_docker_library() -> None:
         "9095/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(plan.nodes[0].observe_port)}]
     }
     assert broker["CapAdd"] == ["NET_ADMIN"] and broker["NetworkMode"] == plan.network
-    assert broker["Binds"] == [f"{plan.nodes[0].volume}:{dp.DATA_DIR}:rw"]
+    assert broker["Binds"] == [
+        f"{plan.nodes[0].volume}:{dp.DATA_DIR}:rw",
+        f"{LIBS}:{dp.KAFKA_LIBS}:ro",
+    ]
     assert len(toxi["PortBindings"]) == 1 + len(plan.nodes)
     assert all(b.endswith(":ro") for b in helper["Binds"])
 
@@ -249,32 +264,39 @@ def test_compose_files_are_rendered_from_the_plan() -> None:
         assert f'"127.0.0.1:{n.observe_port}:9095"' in compose
         assert f"hostname: {n.container}" in compose
     assert f"KH_CLUSTER_ID: {dp.COMPOSE_CLUSTER_ID}" in compose
-    assert f"image: {dp.TOXIPROXY_IMAGE}" in compose
-    assert f"image: kafka-harness/broker:{DEFAULT_KAFKA_VERSION}" in compose
+    # No registry: the local runtime image, the installation's jars and toxiproxy mounted.
+    assert "image: ${KH_RUNTIME_IMAGE:?" in compose and "build:" not in compose
+    assert compose.count("}:/opt/kafka/libs:ro") == len(plan.nodes)
+    assert "}:/usr/local/bin/toxiproxy-server:ro" in compose
 
 
-def test_dockerfiles_pin_the_harness_versions() -> None:
+def test_runtime_dockerfile_needs_no_registry() -> None:
+    """Built on the debootstrapped root fs with Debian's packages only: no registry image."""
     broker = (ROOT / "docker" / "broker" / "Dockerfile").read_text()
-    assert f"ARG KAFKA_VERSION={DEFAULT_KAFKA_VERSION}" in broker
-    assert "FROM apache/kafka:${KAFKA_VERSION}" in broker
-    toxi = (ROOT / "docker" / "toxiproxy" / "Dockerfile").read_text()
-    assert f"ARG TOXIPROXY_VERSION={TOXIPROXY_VERSION}" in toxi
-    assert dp.TOXIPROXY_IMAGE.endswith(":" + TOXIPROXY_VERSION.lstrip("v"))
+    froms = re.findall(r"^FROM\s+(\S+)", broker, re.M)
+    assert froms == ["${ROOTFS}"]
+    assert "openjdk-17-jre-headless" in broker and "iptables" in broker
+    assert not (ROOT / "docker" / "toxiproxy").exists()
     entry = ROOT / "docker" / "broker" / "kh-entrypoint.sh"
     assert os.access(entry, os.X_OK)
     assert subprocess.run(["sh", "-n", str(entry)], check=False).returncode == 0
     assert "--ignore-formatted" in entry.read_text()
 
 
-def _run_entrypoint(tmp: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The broker image's entrypoint against stand-in Kafka scripts that print their args."""
-    bin_dir = tmp / "kafka" / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for script in ("kafka-storage.sh", "kafka-server-start.sh"):
-        path = bin_dir / script
-        path.write_text(f'#!/bin/sh\necho "{script} $*"\n')
-        path.chmod(0o755)
-    base = {"PATH": os.environ["PATH"], "KAFKA_HOME": str(tmp / "kafka")}
+def _run_entrypoint(
+    tmp: Path,
+    env: dict[str, str],
+    jars: tuple[str, ...] = ("kafka_2.13-4.1.0.jar", "log4j-core-2.jar"),
+) -> subprocess.CompletedProcess[str]:
+    """The image's entrypoint against a stand-in java that prints its main class and args."""
+    libs = tmp / "libs"
+    libs.mkdir(parents=True, exist_ok=True)
+    for jar in jars:
+        (libs / jar).write_bytes(b"")
+    java = tmp / "java"
+    java.write_text('#!/bin/sh\nwhile [ "$1" != "-cp" ]; do shift; done\nshift 2\necho "$*"\n')
+    java.chmod(0o755)
+    base = {"PATH": os.environ["PATH"], "KH_KAFKA_LIBS": str(libs), "KH_JAVA": str(java)}
     base["KH_CONF"] = str(tmp / "server.properties")
     return subprocess.run(
         ["sh", str(ROOT / "docker" / "broker" / "kh-entrypoint.sh")],
@@ -294,10 +316,16 @@ def test_entrypoint_writes_the_config_formats_once_and_starts(tmp_path: Path) ->
     conf = tmp_path / "server.properties"
     assert props_of(conf.read_text()) == dp.node_properties(plan, 1)
     assert proc.stdout.splitlines() == [
-        f"kafka-storage.sh format --ignore-formatted -t CID -c {conf} "
+        f"kafka.tools.StorageTool format --ignore-formatted -t CID -c {conf} "
         "--feature transaction.version=2",
-        f"kafka-server-start.sh {conf}",
+        f"kafka.Kafka {conf}",
     ]
+
+
+def test_entrypoint_refuses_a_missing_installation(tmp_path: Path) -> None:
+    env = dp.broker_environment(make_plan(), 1)
+    proc = _run_entrypoint(tmp_path, env, jars=())
+    assert proc.returncode == 2 and "no Kafka jars" in proc.stderr
 
 
 def test_entrypoint_takes_a_mounted_file_and_refuses_no_config(tmp_path: Path) -> None:
@@ -307,7 +335,8 @@ def test_entrypoint_takes_a_mounted_file_and_refuses_no_config(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "server.properties").read_text() == "node.id=1\n"
     assert proc.stdout.splitlines()[0] == (
-        f"kafka-storage.sh format --ignore-formatted -t X -c {tmp_path / 'server.properties'}"
+        f"kafka.tools.StorageTool format --ignore-formatted -t X "
+        f"-c {tmp_path / 'server.properties'}"
     )
     proc = _run_entrypoint(tmp_path, {"KH_CLUSTER_ID": "X"})
     assert proc.returncode == 2 and "KH_SERVER_PROPERTIES" in proc.stderr
@@ -647,10 +676,8 @@ class FakeEngine:
         if cmd[0] == "find":
             node = cmd[1].rsplit("/n", 1)[1]
             return 0, f"/dump/n{node}/out-0/00000000000000000000.log\n".encode()
-        if cmd[0].endswith("kafka-dump-log.sh"):
+        if cmd[0] == "java" and "org.apache.kafka.tools.DumpLogSegments" in cmd:
             return 0, DUMP.encode()
-        if cmd[0].endswith("kafka-metadata-quorum.sh"):
-            return 0, b"LeaderId: 3\n"
         if cmd[0] == "nc":
             return self.probe_code, b""
         if cmd[:3] == ["iptables", "-w", "-A"] and self.refuse_iptables:
@@ -692,12 +719,24 @@ class FakeToxiproxy:
         self.calls.append(("reset",))
 
 
+def fake_installation(version: str | None) -> Any:
+    """What ``ensure_installed`` returns, without Maven: the mounts come from it."""
+    from harness.kafka.install import Installation
+    from harness.kafka.versions import KafkaVersion
+
+    return Installation(KafkaVersion(version or "4.1.0"), Path(LIBS), Path(TOXI_BIN), "java")
+
+
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """A DockerCluster started against the fake engine; the readiness transaction skipped."""
     engine = FakeEngine()
     monkeypatch.setattr(bd, "Toxiproxy", FakeToxiproxy)
+    monkeypatch.setattr(bd, "ensure_installed", fake_installation)
+    monkeypatch.setattr(bd, "ensure_runtime_image", lambda client: IMAGE)
+    monkeypatch.setattr(bd.tools, "tool_class", lambda inst, name: f"org.apache.kafka.tools.{name}")
     monkeypatch.setattr(bd.DockerCluster, "wait_ready", lambda self, timeout=90.0: None)
+    monkeypatch.setattr(bd.DockerCluster, "run_tool", lambda self, name, *a, **kw: "LeaderId: 3\n")
     monkeypatch.setattr(
         sb, "fetch_metadata", lambda host, port, topics, source, timeout=3.0: ({1, 2, 3}, {})
     )
@@ -710,8 +749,8 @@ def test_start_creates_labelled_resources_and_proxies(fake: Any) -> None:
     cluster, engine, store = fake
     with cluster as c:
         plan = c.plan
-        assert ("build", plan.broker_image, "4.1.0") in engine.calls
-        assert ("pull", dp.TOXIPROXY_IMAGE) in engine.calls
+        assert not engine.verbs("build") and not engine.verbs("pull")  # nothing from a registry
+        assert plan.image == IMAGE and plan.kafka_libs == LIBS and plan.toxiproxy_bin == TOXI_BIN
         assert engine.calls.index(("create-network", plan.network)) < engine.calls.index(
             ("run", plan.toxiproxy)
         )
@@ -731,7 +770,9 @@ def test_start_creates_labelled_resources_and_proxies(fake: Any) -> None:
             assert ("iptables", "-w", "-F", "KH-PART") in setup
         saved = props_of((store / "nodes" / "n2" / "server.properties").read_text())
         assert saved == dp.node_properties(plan, 2)
-        assert c.install is None and c.slot is None and c.uses_netns  # what runner.py reads
+        # What runner.py reads: the installation (tools, Java clients), a host slot (client cuts).
+        assert c.install is not None and c.install.libs_dir == Path(LIBS)
+        assert c.slot is not None and c.uses_netns and c.backend == "docker"
         assert c.registered_brokers() == {1, 2, 3}
         assert c.active_controller() == 3
 
@@ -947,17 +988,28 @@ def test_ryuk_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     labels = pytest.importorskip("testcontainers.core.labels")
     started: list[bool] = []
     monkeypatch.setattr(container.Reaper, "get_instance", lambda: started.append(True))
+
+    def local() -> str:
+        return "kafka-harness/reaper:x"
+
+    monkeypatch.setattr(config, "ryuk_image", config.ryuk_image)  # restored afterwards
+    for env in de.RYUK_IMAGE_ENVS:
+        monkeypatch.delenv(env, raising=False)
     monkeypatch.setattr(config, "ryuk_disabled", True)
-    assert de.ryuk_labels("img") == {} and started == []
+    assert de.ryuk_labels(local) == {} and started == []
     monkeypatch.setattr(config, "ryuk_disabled", False)
-    assert de.ryuk_labels("img") == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
-    assert started == [True]
+    assert de.ryuk_labels(local) == {labels.LABEL_SESSION_ID: labels.SESSION_ID}
+    # testcontainers starts the locally built reaper, never its registry image.
+    assert started == [True] and config.ryuk_image == "kafka-harness/reaper:x"
+    monkeypatch.setenv("RYUK_CONTAINER_IMAGE", "mirror.example/ryuk:0.8.1")
+    monkeypatch.setattr(config, "ryuk_image", "mirror.example/ryuk:0.8.1")
+    assert de.ryuk_labels(local) and config.ryuk_image == "mirror.example/ryuk:0.8.1"
 
     def no_ryuk() -> None:
         raise ConnectionError("cannot pull testcontainers/ryuk")
 
     monkeypatch.setattr(container.Reaper, "get_instance", no_ryuk)
-    assert de.ryuk_labels("img") == {}
+    assert de.ryuk_labels(local) == {}
 
 
 def test_owner_token_names_this_process() -> None:
@@ -965,3 +1017,65 @@ def test_owner_token_names_this_process() -> None:
     assert int(pid) == os.getpid()
     assert re.fullmatch(r"\d+", start)
     assert host == os.uname().nodename
+
+
+# --- images built without a registry -------------------------------------------------------
+
+
+def test_debian_mirror_comes_from_the_machines_apt_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.substrate.docker import images
+
+    monkeypatch.delenv("KAFKA_HARNESS_DEBIAN_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://security.debian.org/debian-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
+    )
+    assert images.debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert images.debian_mirror(tmp_path / "none") == images.DEFAULT_MIRROR
+    monkeypatch.setenv("KAFKA_HARNESS_DEBIAN_MIRROR", "http://other/debian/")
+    assert images.debian_mirror(tmp_path) == "http://other/debian"
+
+
+def test_image_tags_are_keyed_by_content(tmp_path: Path) -> None:
+    from harness.substrate.docker import images
+
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM x\n")
+    first = images.runtime_tag("rootfs:a", ctx)
+    assert first == images.runtime_tag("rootfs:a", ctx)  # unchanged input: same tag
+    (ctx / "kh-entrypoint.sh").write_text("#!/bin/sh\n")
+    second = images.runtime_tag("rootfs:a", ctx)
+    assert len({first, second, images.runtime_tag("rootfs:b", ctx)}) == 3
+    assert images.rootfs_tag("http://a/debian") != images.rootfs_tag("http://b/debian")
+    assert images.runtime_tag("rootfs:a").startswith(images.RUNTIME_REPO + ":")
+
+
+class _NoImages:
+    """An engine with no images; ``build`` fails with the engine's own error text."""
+
+    def __init__(self) -> None:
+        self.images = self
+
+    def get(self, name: str) -> None:
+        raise NotFound(name)
+
+    def build(self, **kw: Any) -> None:
+        raise RuntimeError("The command '/bin/sh -c apt-get update' returned a non-zero code: 100")
+
+
+def test_image_build_failures_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.substrate.docker import images
+
+    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(images, "find_debootstrap", lambda: None)
+    with pytest.raises(HarnessError, match="needs debootstrap") as err:
+        images.ensure_runtime_image(_NoImages())
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(images, "_build_rootfs", lambda tag, mirror: None)
+    with pytest.raises(HarnessError, match=r"building kafka-harness/runtime:\w+ failed: ") as err:
+        images.ensure_runtime_image(_NoImages())
+    assert "\n" not in str(err.value) and "non-zero code: 100" in str(err.value)

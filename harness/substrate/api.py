@@ -164,6 +164,8 @@ class Cluster(ClusterAccess, ClusterControl, Protocol):
     ``type: ignore``."""
 
     config: ClusterConfig
+    #: ``process`` or ``docker``: which substrate the brokers run on (printed in evidence).
+    backend: str
     run_id: str
     settings: dict[str, str]
     install: Installation | None

@@ -104,7 +104,7 @@ class ClusterBase(Generic[N]):
     """The shared part of a backend.
 
     A subclass sets the attributes below and implements ``start``, ``bootstrap``,
-    ``internal_bootstrap``, ``active_controller``, ``can_reach`` and the hooks
+    ``internal_bootstrap``, ``can_reach`` and the hooks
     ``_cut_links``/``_heal_links`` (the network faults), ``_write_logdump`` (the evidence) and
     ``_release`` (what teardown removes); ``_started``, ``_save_logs`` and ``_after_node_start``
     have defaults.
@@ -389,6 +389,11 @@ class ClusterBase(Generic[N]):
         return [n.node_id for n in self.nodes]
 
     # --- look-ups that aim faults -----------------------------------------------------
+
+    def active_controller(self) -> int:
+        """The KRaft quorum leader, as the quorum itself reports it (Kafka's own tool, run
+        from the cluster's installation against the direct listeners)."""
+        return coordinators.active_controller(self)
 
     def partition_views(self, topic: str, partition: int) -> list[PartitionView]:
         """Every reachable live broker's own view of a partition, asked one by one."""

@@ -9,11 +9,14 @@ loopback aliases, macOS). ``DockerCluster`` is a ``ClusterBase`` like the proces
 inside its namespaces), toxics through the toxiproxy container's API, look-ups over each
 broker's published ``OBSERVE`` listener, and at teardown container logs plus a
 ``DumpLogSegments`` evidence dump. What is here is only what differs from the process
-backend; the engine connection and reaping are in ``docker.engine``, one broker container in
-``docker.node``, the pure planning in ``docker.plan``.
+backend; the engine connection and reaping are in ``docker.engine``, the images in
+``docker.images``, one broker container in ``docker.node``, the pure planning in
+``docker.plan``.
 
-Everything here except the unit-tested logic is unverified on the development machines,
-which have no Docker engine (see ``docker/README.md``).
+The brokers run the same Kafka installation as the process backend (``harness.kafka.install``:
+Maven-resolved jars, mounted read-only into the containers), so ``install`` is set here too
+and Kafka's tools and the project's Java clients run on the host from those jars against the
+published ports, exactly as they do against process clusters.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import socket
 import time
 from pathlib import Path
@@ -29,8 +31,9 @@ from typing import Any
 
 from common.errors import HarnessError
 from common.waits import wait_for
-from harness.kafka.coordinators import parse_leader_id
-from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
+from harness.kafka import tools
+from harness.kafka.install import ensure_installed
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import ClusterBase, port_free
 from harness.substrate.docker import plan as dp
@@ -41,16 +44,13 @@ from harness.substrate.docker.engine import (
     reap_docker,
     ryuk_labels,
 )
+from harness.substrate.docker.images import ensure_reaper_image, ensure_runtime_image
 from harness.substrate.docker.node import DockerNode
 from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
+from harness.substrate.runstate import acquire_slot, kill_run_processes
 from harness.substrate.toxiproxy import Toxiproxy
 
 log = logging.getLogger("harness.substrate.docker.cluster")
-
-KAFKA_BIN = "/opt/kafka/bin"
-
-# Image override for users who build docker/toxiproxy/Dockerfile instead of pulling.
-TOXIPROXY_IMAGE_ENV = "KAFKA_HARNESS_TOXIPROXY_IMAGE"
 
 
 def _free_port() -> int:
@@ -61,6 +61,8 @@ def _free_port() -> int:
 
 class DockerCluster(ClusterBase[DockerNode]):
     """``with DockerCluster(ClusterConfig(...)) as c:``; ``harness.substrate.api.Cluster``."""
+
+    backend = "docker"
 
     def __init__(
         self,
@@ -74,8 +76,6 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.client = client
         self.use_ryuk = use_ryuk
         self.kafka_version = self.config.kafka_version or DEFAULT_KAFKA_VERSION
-        # No local Kafka (tools run inside the containers) and no host slot (names derive
-        # from the run id, ports from the OS): ``install`` and ``slot`` stay None.
         self.host_ip = "127.0.0.1"
         self.plan: dp.ClusterPlan | None = None
         self.extra_labels: dict[str, str] = {}
@@ -94,10 +94,11 @@ class DockerCluster(ClusterBase[DockerNode]):
             raise HarnessError("the Docker cluster is not started")
         return self.plan
 
-    def make_plan(self) -> dp.ClusterPlan:
+    def make_plan(self, image: str = "") -> dp.ClusterPlan:
         """The cluster's plan: ports picked on the host, settings merged, names derived."""
         cfg = self.config
         ports = dp.allocate_ports(cfg.nodes, cfg.base_port, port_free, _free_port)
+        install = self.install
         return dp.plan_cluster(
             self.run_id,
             owner_token(),
@@ -107,7 +108,9 @@ class DockerCluster(ClusterBase[DockerNode]):
             self._make_settings(),
             transaction_version=cfg.transaction_version,
             host_ip=self.host_ip,
-            toxiproxy_image=os.environ.get(TOXIPROXY_IMAGE_ENV, dp.TOXIPROXY_IMAGE),
+            image=image,
+            kafka_libs=str(install.libs_dir) if install else "",
+            toxiproxy_bin=str(install.toxiproxy_bin) if install else "",
         )
 
     def _labelled(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -116,15 +119,23 @@ class DockerCluster(ClusterBase[DockerNode]):
     def start(self) -> None:
         t0 = time.monotonic()
         cfg = self.config
-        self._check_transaction_version(KafkaVersion(self.kafka_version))
         if self.client is None:
             self.client = connect_engine()
+        self.install = ensure_installed(self.kafka_version)
+        self._check_transaction_version(self.install.version)
         reap_docker(self.client)
+        # A host slot, though names derive from the run id and ports come from the OS: its
+        # number keys the client group ids and client-cut rules (``cut-processor`` cuts the
+        # workload's processes on this host, whatever runs the brokers), and the slot's
+        # reaper kills this run's marked client processes and drops its rules if we die.
+        self.slot = acquire_slot(self.run_id, cfg.slot, lambda n: True)
         self._install_signal_handlers()
         atexit.register(self.stop)
-        plan = self.plan = self.make_plan()
+        image = ensure_runtime_image(self.client)
+        self.timings["images"] = time.monotonic() - t0
+        plan = self.plan = self.make_plan(image)
         if self.use_ryuk:
-            self.extra_labels = ryuk_labels(plan.broker_image)
+            self.extra_labels = ryuk_labels(lambda: ensure_reaper_image(self.client))
         store = self._make_store()
         (store / "cluster.json").write_text(
             json.dumps({"run_id": self.run_id, "cluster_id": self.cluster_id, "backend": "docker"})
@@ -134,8 +145,6 @@ class DockerCluster(ClusterBase[DockerNode]):
             node_dir.mkdir(parents=True, exist_ok=True)
             props = dp.node_properties(plan, n.node_id)
             (node_dir / "server.properties").write_text(dp.render_properties(props))
-        self._ensure_images(plan)
-        self.timings["images"] = time.monotonic() - t0
 
         self.client.networks.create(**self._labelled(dp.network_spec(plan)))
         self._created.append(("network", plan.network))
@@ -164,43 +173,20 @@ class DockerCluster(ClusterBase[DockerNode]):
         self.timings["ready"] = time.monotonic() - t0
         log.info("docker cluster %s ready in %.1fs", self.run_id, self.timings["ready"])
 
-    def _ensure_images(self, plan: dp.ClusterPlan) -> None:
-        """Build the broker image from ``docker/broker`` and pull toxiproxy, if missing."""
-        images = self.client.images
-        try:
-            images.get(plan.broker_image)
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            context = dp.docker_dir() / "broker"
-            if not (context / "Dockerfile").exists():
-                raise HarnessError(f"no broker Dockerfile at {context}") from None
-            try:
-                images.build(
-                    path=str(context),
-                    tag=plan.broker_image,
-                    buildargs=dp.broker_build_args(plan.kafka_version),
-                    rm=True,
-                )
-            except Exception as build_exc:
-                first = (str(build_exc).strip().splitlines() or ["?"])[0]
-                raise HarnessError(
-                    f"building {plan.broker_image} (FROM apache/kafka:{plan.kafka_version}) "
-                    f"failed: {first[:200]}"
-                ) from None
-        try:
-            images.get(plan.toxiproxy_image)
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            repo, _, tag = plan.toxiproxy_image.rpartition(":")
-            images.pull(repo, tag=tag)
-
     def _started(self) -> bool:
         return self.client is not None and self.plan is not None
 
     def _release(self) -> None:
-        """Containers first (they hold the volumes and the network), then the rest."""
+        """Containers first (they hold the volumes and the network), then the rest; the
+        run's marked client processes and its host slot last."""
+        try:
+            self._remove_resources()
+        finally:
+            if self.slot is not None:
+                kill_run_processes({self.run_id})
+                self.slot.release()
+
+    def _remove_resources(self) -> None:
         if not self._started():
             return
         order = {"container": 0, "volume": 1, "network": 2}
@@ -245,13 +231,19 @@ class DockerCluster(ClusterBase[DockerNode]):
             listing = (res[1] or b"").decode(errors="replace").split()
             jobs += [(n.node_id, k, fs) for k, fs in classify_segments(listing).items() if fs]
 
+        assert self.install is not None
+        # The tool's class moved between Kafka versions: found in the mounted jars themselves.
+        main = tools.tool_class(self.install, "DumpLogSegments")
+
         def dump(job: DumpJob) -> str | None:
             node_id, kind, files = job
-            cmd = [f"{KAFKA_BIN}/kafka-dump-log.sh", *dump_args(kind, files)]
+            cmd = dp.tool_exec_command(plan.kafka_version, main, dump_args(kind, files))
             code, output = helper.exec_run(cmd, demux=True)[:2]
-            text = (output[0] if isinstance(output, tuple) else output) or b""
+            out, err = output if isinstance(output, tuple) else (output, b"")
+            text = out or b""
             if code != 0:
-                log.warning("dumping %s of node %s failed (%s)", kind, node_id, code)
+                last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+                log.warning("dumping %s of node %s failed (%s): %s", kind, node_id, code, last[0])
                 return None
             return str(text.decode(errors="replace"))
 
@@ -270,22 +262,6 @@ class DockerCluster(ClusterBase[DockerNode]):
         """The published OBSERVE listeners: the harness's path around the toxics."""
         plan = self.plan_or_fail()
         return ",".join(f"{plan.host_ip}:{n.observe_port}" for n in plan.nodes)
-
-    def active_controller(self) -> int:
-        """The quorum leader, asked with Kafka's own tool inside a running broker."""
-        for node in self._askable(exclude_cut=True):
-            code, out, _ = node.exec(
-                [
-                    f"{KAFKA_BIN}/kafka-metadata-quorum.sh",
-                    "--bootstrap-server",
-                    f"localhost:{dp.INTERNAL_PORT}",
-                    "describe",
-                    "--status",
-                ]
-            )
-            if code == 0:
-                return parse_leader_id(out)
-        raise HarnessError("no running broker could describe the metadata quorum")
 
     # --- network faults ---------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from common.errors import HarnessError
@@ -106,23 +107,35 @@ def reap_docker(client: Any = None, keep: set[str] | None = None) -> dict[str, i
     return counts
 
 
-def ryuk_labels(image: str) -> dict[str, str]:
+#: Where the user named a Ryuk image of their own (a registry reachable), it is used as is.
+RYUK_IMAGE_ENVS = ("RYUK_CONTAINER_IMAGE", "TESTCONTAINERS_RYUK_CONTAINER_IMAGE")
+
+
+def ryuk_labels(reaper_image: Callable[[], str]) -> dict[str, str]:
     """Start testcontainers' Ryuk (once per process) and return its session labels.
 
-    Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start: the
-    owner labels and ``reap_docker`` still clean up, only later (at the next start).
+    The Ryuk image is the harness's own reaper (``docker/reaper``, speaking Ryuk's protocol,
+    built locally by ``docker.images``, which ``reaper_image`` builds or finds only when Ryuk
+    is on): testcontainers' default image lives on a registry
+    this project's machines cannot reach, and Ryuk's Go module is not on their module
+    proxy. Empty when Ryuk is disabled (``TESTCONTAINERS_RYUK_DISABLED``) or cannot start:
+    the owner labels and ``reap_docker`` still clean up, only later (at the next start or
+    ``python -m harness reap``).
     """
     try:
         from testcontainers.core.config import testcontainers_config
         from testcontainers.core.container import Reaper
-        from testcontainers.core.labels import LABEL_SESSION_ID, create_labels
+        from testcontainers.core.labels import LABEL_SESSION_ID, SESSION_ID
     except ImportError:
         return {}
     if testcontainers_config.ryuk_disabled:
         return {}
     try:
+        if not any(os.environ.get(k) for k in RYUK_IMAGE_ENVS):
+            testcontainers_config.ryuk_image = reaper_image()
         Reaper.get_instance()
     except Exception as exc:
-        log.warning("testcontainers' Ryuk did not start (%s); relying on reap_docker", exc)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning("testcontainers' Ryuk did not start (%s); relying on reap_docker", first[:200])
         return {}
-    return {LABEL_SESSION_ID: create_labels(image, None)[LABEL_SESSION_ID]}
+    return {LABEL_SESSION_ID: SESSION_ID}

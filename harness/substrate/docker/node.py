@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
@@ -61,6 +62,23 @@ class DockerNode:
         """The container's address on the cluster network (changes when it restarts)."""
         nets = self.container().attrs["NetworkSettings"]["Networks"]
         return str(nets[self.network]["IPAddress"])
+
+    @property
+    def pid(self) -> int | None:
+        """The broker JVM's pid on this host (the container's init; a restart changes it)."""
+        try:
+            pid = int(self.container().attrs.get("State", {}).get("Pid") or 0)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        return pid or None
+
+    @property
+    def data_dir(self) -> Path:
+        """Where the node's data volume lies on this host (a local engine: the harness
+        reads it as the process backend reads its nodes' directories)."""
+        return Path(self.client.volumes.get(self.plan.volume).attrs["Mountpoint"])
 
     def exec(self, cmd: list[str]) -> tuple[int, str, str]:
         """Run ``cmd`` as root in the container; (exit code, stdout, stderr)."""

@@ -17,6 +17,11 @@ Layout of one cluster (run id ``R``, resource prefix ``kh-R``):
   so what a broker advertises is exactly where a client on the host connects;
 - volume ``kh-R-nI-data``: the node's log dirs, so a killed container restarts on its data
   and the log-segment dump can read it after the brokers are gone.
+
+Every container runs the one runtime image (``docker.images``: Debian, Java 17, iptables);
+Kafka's jars (``kafka_libs``, the Maven-resolved installation) are bind-mounted read-only at
+``/opt/kafka/libs`` and toxiproxy's server (``toxiproxy_bin``, the harness's Go build) at
+``/usr/local/bin/toxiproxy-server``, so no image is ever pulled.
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ TOXIPROXY_API_PORT = 8474
 DATA_DIR = "/var/lib/kafka/data"
 PARTITION_CHAIN = "KH-PART"
 
-TOXIPROXY_IMAGE = "ghcr.io/shopify/toxiproxy:2.5.0"
-BROKER_IMAGE_REPO = "kafka-harness/broker"
+KAFKA_LIBS = "/opt/kafka/libs"
+TOXIPROXY_BIN = "/usr/local/bin/toxiproxy-server"
+#: Logging of Kafka's tools inside the containers (warnings to stderr), per log4j flavour.
+TOOLS_LOG4J2 = "-Dlog4j2.configurationFile=/etc/kafka-harness/tools-log4j2.properties"
+TOOLS_LOG4J1 = "-Dlog4j.configuration=file:/etc/kafka-harness/tools-log4j.properties"
 
 # Same sizing as the process backend's JVMs (process/node.py JVM_OPTS): several brokers share
 # two cores with the clients under test, so start-up beats peak throughput.
@@ -76,14 +84,6 @@ def labels(run_id: str, role: str, owner: str, node: int | None = None) -> dict[
     if node is not None:
         out[LABEL_NODE] = str(node)
     return out
-
-
-def broker_image_tag(kafka_version: str) -> str:
-    return f"{BROKER_IMAGE_REPO}:{kafka_version}"
-
-
-def broker_build_args(kafka_version: str) -> dict[str, str]:
-    return {"KAFKA_VERSION": kafka_version}
 
 
 def allocate_ports(
@@ -145,8 +145,11 @@ class ClusterPlan:
     nodes: tuple[NodePlan, ...]
     settings: dict[str, str] = field(default_factory=dict)
     host_ip: str = "127.0.0.1"
-    broker_image: str = ""
-    toxiproxy_image: str = TOXIPROXY_IMAGE
+    #: The runtime image every container of the cluster runs (``docker.images``).
+    image: str = ""
+    #: Host paths bind-mounted read-only: the Kafka jars and toxiproxy's server binary.
+    kafka_libs: str = ""
+    toxiproxy_bin: str = ""
 
     def node(self, node_id: int) -> NodePlan:
         if not 1 <= node_id <= len(self.nodes):
@@ -163,7 +166,9 @@ def plan_cluster(
     settings: dict[str, str],
     transaction_version: int | None = None,
     host_ip: str = "127.0.0.1",
-    toxiproxy_image: str = TOXIPROXY_IMAGE,
+    image: str = "",
+    kafka_libs: str = "",
+    toxiproxy_bin: str = "",
     prefix: str | None = None,
 ) -> ClusterPlan:
     """The plan for ``(len(ports) - 1) // 2`` nodes; see the module docstring for the layout."""
@@ -193,8 +198,9 @@ def plan_cluster(
         nodes=nodes,
         settings=dict(settings),
         host_ip=host_ip,
-        broker_image=broker_image_tag(kafka_version),
-        toxiproxy_image=toxiproxy_image,
+        image=image,
+        kafka_libs=kafka_libs,
+        toxiproxy_bin=toxiproxy_bin,
     )
 
 
@@ -331,14 +337,17 @@ def broker_container_spec(plan: ClusterPlan, node_id: int) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.run`` for one broker."""
     node = plan.node(node_id)
     return {
-        "image": plan.broker_image,
+        "image": plan.image,
         "name": node.container,
         "hostname": node.container,
         "detach": True,
         "network": plan.network,
         "labels": labels(plan.run_id, "broker", plan.owner, node_id),
         "environment": broker_environment(plan, node_id),
-        "volumes": {node.volume: {"bind": DATA_DIR, "mode": "rw"}},
+        "volumes": {
+            node.volume: {"bind": DATA_DIR, "mode": "rw"},
+            plan.kafka_libs: {"bind": KAFKA_LIBS, "mode": "ro"},
+        },
         "ports": {f"{OBSERVE_PORT}/tcp": (plan.host_ip, node.observe_port)},
         # iptables inside the container is how partitions are cut (see PARTITION_CHAIN).
         "cap_add": ["NET_ADMIN"],
@@ -351,12 +360,14 @@ def toxiproxy_container_spec(plan: ClusterPlan) -> dict[str, Any]:
     for n in plan.nodes:
         ports[f"{n.proxy_port}/tcp"] = (plan.host_ip, n.proxy_port)
     return {
-        "image": plan.toxiproxy_image,
+        "image": plan.image,
         "name": plan.toxiproxy,
         "detach": True,
         "network": plan.network,
         "labels": labels(plan.run_id, "toxiproxy", plan.owner),
+        "entrypoint": [TOXIPROXY_BIN],
         "command": ["-host=0.0.0.0", f"-port={TOXIPROXY_API_PORT}"],
+        "volumes": {plan.toxiproxy_bin: {"bind": TOXIPROXY_BIN, "mode": "ro"}},
         "ports": ports,
     }
 
@@ -367,15 +378,33 @@ def dump_container_spec(plan: ClusterPlan) -> dict[str, Any]:
     The log-segment dump runs in it after the brokers are killed, as the process backend
     dumps after its JVMs are gone: the files are then final.
     """
+    volumes = {n.volume: {"bind": f"/dump/n{n.node_id}", "mode": "ro"} for n in plan.nodes}
+    volumes[plan.kafka_libs] = {"bind": KAFKA_LIBS, "mode": "ro"}
     return {
-        "image": plan.broker_image,
+        "image": plan.image,
         "name": f"{resource_prefix(plan.run_id)}-dump",
         "detach": True,
         "entrypoint": ["sleep", "3600"],
         "network_disabled": True,
         "labels": labels(plan.run_id, "dump", plan.owner),
-        "volumes": {n.volume: {"bind": f"/dump/n{n.node_id}", "mode": "ro"} for n in plan.nodes},
+        "volumes": volumes,
     }
+
+
+def tool_exec_command(kafka_version: str, main_class: str, args: list[str]) -> list[str]:
+    """A Kafka tool run from the mounted jars inside a container of the runtime image."""
+    log_opt = TOOLS_LOG4J2 if int(kafka_version.split(".")[0]) >= 4 else TOOLS_LOG4J1
+    return [
+        "java",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-Xmx512m",
+        log_opt,
+        "-cp",
+        f"{KAFKA_LIBS}/*",
+        main_class,
+        *args,
+    ]
 
 
 # --- faults -----------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
-from harness.kafka import coordinators
 from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import ClusterBase, port_free
@@ -51,6 +50,8 @@ PORTS_PER_SLOT = 20
 
 class Cluster(ClusterBase[KafkaNode]):
     """Start with ``with Cluster(ClusterConfig(...)) as c:``; see the module docstring."""
+
+    backend = "process"
 
     def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -234,9 +235,6 @@ class Cluster(ClusterBase[KafkaNode]):
     def internal_bootstrap(self) -> str:
         """Direct inter-broker listeners: what the harness uses to observe, bypassing toxics."""
         return ",".join(n.internal_address for n in self.nodes)
-
-    def active_controller(self) -> int:
-        return coordinators.active_controller(self)
 
     # --- network faults ----------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // The harness's toxiproxy server: Shopify's toxiproxy with one extra toxic, kafka_hold,
 // that understands Kafka's request framing (see kafka_hold.go). Everything else is the
-// stock server: same API, same toxics, same flags the harness uses (-host, -port).
+// stock server: same API, same toxics, same flags the harness uses (-host, -port), and the
+// stock -config (proxies created at start, what docker/compose.yaml uses).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 func main() {
 	host := flag.String("host", "localhost", "address the API listens on")
 	port := flag.String("port", "8474", "port the API listens on")
+	config := flag.String("config", "", "JSON file of proxies to create at start")
 	flag.Parse()
 
 	toxics.Register("kafka_hold", new(KafkaHoldToxic))
@@ -38,5 +40,8 @@ func main() {
 	}
 	logger := zerolog.New(os.Stdout).Level(level).With().Timestamp().Logger()
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), logger)
+	if *config != "" {
+		server.PopulateConfig(*config)
+	}
 	server.Listen(*host, *port)
 }

@@ -1,0 +1,3 @@
+module kafka-harness/reaper
+
+go 1.21
