@@ -51,6 +51,9 @@ logger.hadoop.level = error
 
 _lock = threading.RLock()
 _owned: dict[str, Any] = {}  # what start_spark launched: session, gateway process, log path
+#: JVMs :func:`start_spark` launched in this process: what "Spark's start-up paid once per
+#: campaign / matrix" is measured by.
+jvm_launches = 0
 
 
 class SparkUnavailable(RuntimeError):
@@ -189,6 +192,8 @@ def start_spark(master: str | None = None, conf: dict[str, str] | None = None) -
         finally:
             log_fh.close()
         _owned.update(session=session, gateway=gateway, log=log)
+        global jvm_launches
+        jvm_launches += 1
         return session
 
 

@@ -40,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kafka-harness")
     group.addoption("--kafka-version", default=DEFAULT_KAFKA_VERSION, help="Kafka to test")
     group.addoption("--nodes", type=int, default=3, help="nodes per cluster")
+    group.addoption(
+        "--backend",
+        default="process",
+        choices=("process", "docker"),
+        help="what the workers' clusters (kafka_cluster) run on: JVM processes or containers",
+    )
     group.addoption("--store", default="store", help="where runs keep their evidence")
     group.addoption("--time-limit", type=float, default=None, help="seconds of load per scenario")
     group.addoption("--seed", type=int, default=None, help="seed of workloads and schedules")
@@ -89,23 +95,29 @@ def harness_store(request: pytest.FixtureRequest) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
-    """A ready cluster shared by the tests of one worker; faults are healed after each use."""
+def _cluster_config(request: pytest.FixtureRequest, store: Path) -> Any:
     from common.settings import parse_settings
     from harness.substrate.api import ClusterConfig
-    from harness.substrate.process.cluster import Cluster
 
     option = request.config.getoption
-    cfg = ClusterConfig(
+    return ClusterConfig(
         nodes=option("--nodes"),
         kafka_version=option("--kafka-version"),
-        store=harness_store / "cluster",
+        store=store,
         broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
         replication_factor=option("--replication-factor"),
         min_insync_replicas=option("--min-insync-replicas"),
     )
-    with Cluster(cfg) as cluster:
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
+    """A ready cluster shared by the tests of one worker; faults are healed after each use.
+    ``--backend docker`` makes it a cluster of containers (the suite runs on either)."""
+    from harness.substrate.backends import open_cluster
+
+    cfg = _cluster_config(request, harness_store / "cluster")
+    with open_cluster(cfg, request.config.getoption("--backend")) as cluster:
         yield cluster
 
 
@@ -113,23 +125,15 @@ def kafka_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterat
 def docker_cluster(request: pytest.FixtureRequest, harness_store: Path) -> Iterator[object]:
     """Like ``kafka_cluster``, on the Docker backend; the test is skipped when no Docker
     engine answers (``./bootstrap.sh`` starts one where it can)."""
-    from common.settings import parse_settings
-    from harness.substrate.api import ClusterConfig
     from harness.substrate.backends import docker_engine_available
     from harness.substrate.docker.cluster import DockerCluster
 
+    if request.config.getoption("--backend") == "docker":
+        yield request.getfixturevalue("kafka_cluster")  # one Docker cluster per worker
+        return
     if not docker_engine_available():
         pytest.skip("no Docker engine answers")
-    option = request.config.getoption
-    cfg = ClusterConfig(
-        nodes=option("--nodes"),
-        kafka_version=option("--kafka-version"),
-        store=harness_store / "docker-cluster",
-        broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
-        replication_factor=option("--replication-factor"),
-        min_insync_replicas=option("--min-insync-replicas"),
-    )
-    with DockerCluster(cfg) as cluster:
+    with DockerCluster(_cluster_config(request, harness_store / "docker-cluster")) as cluster:
         yield cluster
 
 
@@ -151,6 +155,8 @@ def healthy_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
 def any_cluster(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """``healthy_cluster`` on each backend in turn: a test taking it runs once per backend
     (the Docker run skipped where no engine answers)."""
+    if request.param == "process" and request.config.getoption("--backend") == "docker":
+        pytest.skip("--backend docker: the workers' clusters are containers")
     name = "kafka_cluster" if request.param == "process" else "docker_cluster"
     cluster = request.getfixturevalue(name)
     yield cluster

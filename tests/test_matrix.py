@@ -237,6 +237,20 @@ def test_recovery_is_empty_without_faults(tmp_path: Path) -> None:
     assert recovery_seconds(tmp_path / "missing.jsonl") == []
 
 
+def test_recovery_reads_eos_commits_and_passes_over_queue_transactions(tmp_path: Path) -> None:
+    """A queue history's ``txn`` ops hold a list of micro-ops, not an eos processor's dict."""
+    ops = [
+        {"index": 0, "time": 1_000_000_000, "process": "nemesis", "type": "ok", "f": "start"},
+        {"index": 1, "time": 2_000_000_000, "process": 1, "type": "ok", "f": "txn",
+         "value": [["send", 0, 5]]},
+        {"index": 2, "time": 3_500_000_000, "process": 2, "type": "ok", "f": "txn",
+         "value": {"txn": 1, "offsets": [[0, 9]]}},
+    ]  # fmt: skip
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    assert recovery_seconds(path) == [2.5]
+
+
 # --- outputs and new safety anomalies ----------------------------------------------------
 
 
@@ -348,7 +362,7 @@ def test_tiny_matrix_for_real_and_its_page(tmp_path: Path) -> None:
             "--versions",
             "4.3.1",
             "--scenarios",
-            "eos-python-none",
+            "eos-python-none,queue-kill-processor",
             "--time-limit",
             "10",
             "--seed",
@@ -365,12 +379,21 @@ def test_tiny_matrix_for_real_and_its_page(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (out_dir,) = (tmp_path / "matrix").iterdir()
     matrix = json.loads((out_dir / "matrix.json").read_text())
-    (cell,) = matrix["cells"]
-    assert cell["outcome"] == "pass" and cell["verdict"] == "valid", cell["message"]
-    assert cell["records_per_s"] and Path(cell["report"]).is_file()
+    cell, _queue_cell = matrix["cells"]
+    for c in matrix["cells"]:
+        assert c["outcome"] == "pass" and c["verdict"] == "valid", c["message"]
+        assert Path(c["report"]).is_file() and Path(c["run_dir"], "results.json").is_file()
+        # The child recorded the run; the matrix judged it, in its one Spark session.
+        assert "judged by the matrix" in Path(c["log"]).read_text()
+        timeline = json.loads(Path(c["run_dir"], "timeline.json").read_text())
+        phases = [p["phase"] for p in timeline["phases"]]
+        assert "recorded" in phases and "checking" not in phases, phases
+        assert "--no-verdict" not in c["command"]  # what a user re-runs judges itself
+    assert matrix["spark_jvms"] == 1  # for both cells
+    assert cell["records_per_s"]
     assert load_seen(tmp_path) is not None and "4.3.1" in load_seen(tmp_path)  # type: ignore[operator]
     page = check_page(out_dir / "matrix.html", tmp_path / "matrix.png", selectors=["#matrix td a"])
     assert page.errors == []
     assert "Kafka 4.3.1" in page.text and "eos-python-none/tv0" in page.text
     assert "PASS" in page.text
-    assert page.counts["#matrix td a"] == 1
+    assert page.counts["#matrix td a"] == 2

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.nightly.scenarios import Cell
 from harness.storefiles import read_json_dict
@@ -32,7 +32,13 @@ CELL_OVERHEAD_S = 900.0
 
 
 def run_cell(cell: Cell, store: Path, seed: int | None) -> dict[str, Any]:
-    """Run ``cell`` with its evidence under ``store`` and return its matrix record."""
+    """Run ``cell`` with its evidence under ``store`` and return its matrix record.
+
+    The child records the run (``--no-verdict``); this process judges it and draws its
+    report, in the Spark session the matrix keeps for all its cells, so the JVM's start and
+    warm-up are paid once per matrix. The record's ``command`` is the run as a user re-runs
+    it by hand, which judges itself.
+    """
     store.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "harness", "run", *cell.run_args(seed), "--store", str(store)]
     log_path = store / "cell.log"
@@ -41,10 +47,36 @@ def run_cell(cell: Cell, store: Path, seed: int | None) -> dict[str, Any]:
         log.write((" ".join(cmd) + "\n").encode())
         log.flush()
         # A session of its own: a Ctrl-C reaches the matrix only, which passes it on once.
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [*cmd, "--no-verdict"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         rc = _wait(proc, cell.time_limit + CELL_OVERHEAD_S)
+        if rc == 0:
+            rc = _judge_here(store, log)
     wall = time.monotonic() - t0
     return judge_cell(cell, store, rc, wall, command=cmd, log_path=log_path)
+
+
+def _judge_here(store: Path, log: IO[bytes]) -> int:
+    """Judge the run the child recorded (``results.json``), draw its report; the exit status
+    the run would have had."""
+    from harness.report import write_report
+    from harness.run.verdict import EXIT_UNKNOWN, exit_status, explain, judge
+
+    link = store / "latest"
+    if not link.exists():
+        return EXIT_UNKNOWN
+    run_dir = link.resolve()
+    t0 = time.monotonic()
+    verdict = judge(run_dir)
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # a failure to draw must not hide the verdict
+        log.write(f"error: writing the report failed: {exc}\n".encode())
+    took = time.monotonic() - t0
+    log.write(f"judged by the matrix in {took:.1f}s: {explain(verdict)}\n".encode())
+    log.flush()
+    return exit_status(verdict)
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
@@ -131,8 +163,10 @@ def recovery_seconds(history: Path) -> list[float]:
             if is_nemesis(op.get("process")) and op.get("f") == "start":
                 starts.append(op["time"])
             elif op.get("f") == "txn" and isinstance(op.get("process"), int):
-                value = op.get("value") or {}
-                for partition, *_ in value.get("offsets") or [[None]]:
+                value = op.get("value")
+                # The eos processors' txn values; the queue workload's txn ops hold a list.
+                offsets = value.get("offsets") if isinstance(value, dict) else None
+                for partition, *_ in offsets or [[None]]:
                     commits.setdefault(partition, []).append(op["time"])
     out = []
     for start in starts:

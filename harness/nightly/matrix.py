@@ -209,6 +209,13 @@ def matrix_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"matrix: {len(cells)} cells ({', '.join(versions)}) -> {out_dir}", flush=True)
     install_errors: dict[str, str | None] = {}
+    # One Spark session judges every cell (see run_cell), started once for the matrix. Not a
+    # background warm-up: cancelling one that is still at work when the first cell is judged
+    # once left a Spark job waiting forever.
+    from checkers import spark as sparkmod
+
+    launches = sparkmod.jvm_launches
+    sparkmod.start_spark()
     try:
         for i, cell in enumerate(cells, 1):
             if cell.version not in install_errors:
@@ -238,6 +245,8 @@ def matrix_command(args: argparse.Namespace) -> int:
             write_json_atomic(out_dir / "matrix.json", matrix)  # progress survives a kill
         matrix["complete"] = True
     finally:
+        sparkmod.stop_spark()
+        matrix["spark_jvms"] = sparkmod.jvm_launches - launches
         matrix["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         matrix["wall_s"] = round(time.monotonic() - t0, 1)
         matrix["new_safety_anomalies"] = new_safety_anomalies(matrix["cells"], earlier)

@@ -155,20 +155,32 @@ def run(
     nemeses: list[Nemesis] | None = None,
     run_dir: Path | None = None,
     on_phase: Callable[[str], None] = lambda phase: None,
+    *,
+    verdict: bool = True,
 ) -> RunResult:
     """One complete test on a fresh cluster whose evidence goes into the run directory,
     judged by the checkers once the cluster is gone (its log dumps are part of the evidence).
-    """
-    from checkers.warm import prewarm
 
+    ``verdict=False`` records the run and leaves judging it to the caller, who holds a warm
+    Spark session for many runs (the matrix judges its cells' runs so): no JVM is started here.
+    """
     options = complete(options)
     nemeses = build_nemeses(options) if nemeses is None else nemeses
     run_dir = run_dir or start_run_dir(options)
     cluster_config = cluster_config_of(options, run_dir)
     write_config(run_dir, options, {"cluster": _jsonable(asdict(cluster_config))})
+    timeline = Timeline(run_dir / "timeline.json", on_phase)
+    if not verdict:
+        timeline.phase("starting the cluster")
+        result, _ = _run_on_cluster(
+            options, nemeses, run_dir, cluster_config, timeline.phase, prepare=False
+        )
+        timeline.phase("recorded")
+        return result
+    from checkers.warm import prewarm
+
     # Spark starts and warms up while the cluster starts and the load runs; the history is
     # converted for the checks while the cluster stops and its logs are dumped.
-    timeline = Timeline(run_dir / "timeline.json", on_phase)
     warm = prewarm()
     try:
         timeline.phase("starting the cluster")
@@ -213,8 +225,11 @@ def _run_on_cluster(
     run_dir: Path,
     cluster_config: ClusterConfig,
     on_phase: Callable[[str], None],
-) -> tuple[RunResult, Judgement]:
-    """The run on a fresh cluster, and its judgement, prepared while the cluster stops."""
+    *,
+    prepare: bool = True,
+) -> tuple[RunResult, Judgement | None]:
+    """The run on a fresh cluster, and (``prepare``) its judgement, prepared while the
+    cluster stops."""
     from checkers.judge import Judgement
 
     with open_cluster(cluster_config, options.backend) as cluster:
@@ -234,8 +249,10 @@ def _run_on_cluster(
         )
         result = execute(cluster, options, run_dir, nemeses)
         on_phase("stopping the cluster, dumping its logs")
-        judgement = Judgement(run_dir)
-        judgement.prepare()
+        judgement = None
+        if prepare:
+            judgement = Judgement(run_dir)
+            judgement.prepare()
     return result, judgement
 
 
