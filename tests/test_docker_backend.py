@@ -677,7 +677,9 @@ class FakeEngine:
             node = cmd[1].rsplit("/n", 1)[1]
             return 0, f"/dump/n{node}/out-0/00000000000000000000.log\n".encode()
         if cmd[0] == "java" and "org.apache.kafka.tools.DumpLogSegments" in cmd:
-            return 0, DUMP.encode()
+            files = cmd[cmd.index("--files") + 1].split(",")  # each file dumped in turn
+            first = DUMP.splitlines()[0].removeprefix("Dumping ")
+            return 0, "".join(DUMP.replace(first, f) for f in files).encode()
         if cmd[0] == "nc":
             return self.probe_code, b""
         if cmd[:3] == ["iptables", "-w", "-A"] and self.refuse_iptables:

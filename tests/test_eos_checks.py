@@ -1118,6 +1118,22 @@ def test_real_correct_run_that_lost_exactly_once_is_flagged(spark: Any, tmp_path
     assert ex["copies"] == 2 and {r["headers"]["instance"] for r in ex["records"]} == {"2", "3"}
 
 
+def test_real_run_whose_timed_out_transaction_stayed_visible_is_flagged(
+    spark: Any, tmp_path: Path
+) -> None:
+    """F1's second sighting (docs/findings.md): a correct processor's transaction that its
+    coordinator rolled back on timeout after a controller kill, whose 25 outputs the final
+    read_committed read still returned, while a member of the next generation re-processed
+    the same inputs from the offsets the rollback left. Both engines name the same 50
+    duplicates and overtaken writes."""
+    got, _ref = both(spark, real(tmp_path, "eos-kills-03c00d"))
+    assert got["valid"] is False
+    assert got["anomalies"] == {"duplicate": 50, "zombie-write": 50}
+    ex = got["checkers"]["zombie-write"]["examples"][0]
+    assert ex["reason"] == "overtaken" and ex["newer"]["generation"] == 4
+    assert {r["headers"]["txn-seq"] for r in ex["records"]} == {"5"}
+
+
 def test_big_reads_stored_in_slices_give_the_same_verdict(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

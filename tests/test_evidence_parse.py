@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from harness.substrate.evidence import parse_dump
+import json
+from pathlib import Path
+
+from harness.substrate.evidence import parse_dump, write_logdump
 
 SAMPLE = """\
 Dumping /data/n1/out-1/00000000000000000000.log
@@ -42,3 +45,25 @@ def test_topic_names_with_dashes() -> None:
     text = SAMPLE.replace("/out-1/", "/my-out-topic-12/")
     rows = parse_dump(text, node=2)
     assert {(r["topic"], r["partition"]) for r in rows} == {("my-out-topic", 12)}
+
+
+def test_one_run_of_the_tool_over_several_nodes_names_each_files_node(tmp_path: Path) -> None:
+    """write_logdump runs the tool once per kind over every node's files; each record's node
+    is its file's, found by the path the tool printed."""
+    second = SAMPLE.replace("/data/n1/", "/data/n2/")
+    jobs = [
+        (1, "data", ["/data/n1/out-1/00000000000000000000.log"]),
+        (2, "data", ["/data/n2/out-1/00000000000000000000.log"]),
+    ]
+    calls: list[tuple[int, str, list[str]]] = []
+
+    def dump(job: tuple[int, str, list[str]]) -> str:
+        calls.append(job)
+        return SAMPLE + second
+
+    out = write_logdump(tmp_path, 2, jobs, dump)
+    rows = [json.loads(x) for x in out.read_text().splitlines()[1:]]
+    assert calls == [(0, "data", [f for _, _, fs in jobs for f in fs])]
+    assert [(r["node"], r["offset"], r["kind"]) for r in rows] == [
+        (n, o, "data") for n in (1, 2) for o in (0, 1, 2)
+    ]

@@ -236,14 +236,14 @@ class DockerCluster(ClusterBase[DockerNode]):
         main = tools.tool_class(self.install, "DumpLogSegments")
 
         def dump(job: DumpJob) -> str | None:
-            node_id, kind, files = job
+            _, kind, files = job
             cmd = dp.tool_exec_command(plan.kafka_version, main, dump_args(kind, files))
             code, output = helper.exec_run(cmd, demux=True)[:2]
             out, err = output if isinstance(output, tuple) else (output, b"")
             text = out or b""
             if code != 0:
                 last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-                log.warning("dumping %s of node %s failed (%s): %s", kind, node_id, code, last[0])
+                log.warning("dumping the %s segments failed (%s): %s", kind, code, last[0])
                 return None
             return str(text.decode(errors="replace"))
 
