@@ -27,7 +27,7 @@ endTxnMarker: ABORT coordinatorEpoch: 5
 
 
 def test_records_carry_their_batch() -> None:
-    rows = parse_dump(SAMPLE, node=1)
+    rows = parse_dump(SAMPLE, {"/data/n1/out-1/00000000000000000000.log": 1})
     assert [r["offset"] for r in rows] == [0, 1, 2]
     first = rows[0]
     assert (first["topic"], first["partition"], first["node"]) == ("out", 1, 1)
@@ -43,7 +43,7 @@ def test_records_carry_their_batch() -> None:
 
 def test_topic_names_with_dashes() -> None:
     text = SAMPLE.replace("/out-1/", "/my-out-topic-12/")
-    rows = parse_dump(text, node=2)
+    rows = parse_dump(text, {"/data/n1/my-out-topic-12/00000000000000000000.log": 2})
     assert {(r["topic"], r["partition"]) for r in rows} == {("my-out-topic", 12)}
 
 
@@ -51,19 +51,19 @@ def test_one_run_of_the_tool_over_several_nodes_names_each_files_node(tmp_path: 
     """write_logdump runs the tool once per kind over every node's files; each record's node
     is its file's, found by the path the tool printed."""
     second = SAMPLE.replace("/data/n1/", "/data/n2/")
-    jobs = [
-        (1, "data", ["/data/n1/out-1/00000000000000000000.log"]),
-        (2, "data", ["/data/n2/out-1/00000000000000000000.log"]),
-    ]
-    calls: list[tuple[int, str, list[str]]] = []
+    segments = {
+        1: ["/data/n1/out-1/00000000000000000000.log"],
+        2: ["/data/n2/out-1/00000000000000000000.log"],
+    }
+    calls: list[tuple[str, list[str]]] = []
 
-    def dump(job: tuple[int, str, list[str]]) -> str:
-        calls.append(job)
+    def dump(kind: str, files: list[str]) -> str:
+        calls.append((kind, files))
         return SAMPLE + second
 
-    out = write_logdump(tmp_path, 2, jobs, dump)
+    out = write_logdump(tmp_path, 2, segments, dump)
     rows = [json.loads(x) for x in out.read_text().splitlines()[1:]]
-    assert calls == [(0, "data", [f for _, _, fs in jobs for f in fs])]
+    assert calls == [("data", segments[1] + segments[2])]
     assert [(r["node"], r["offset"], r["kind"]) for r in rows] == [
         (n, o, "data") for n in (1, 2) for o in (0, 1, 2)
     ]

@@ -215,7 +215,10 @@ def matrix_command(args: argparse.Namespace) -> int:
     from checkers import spark as sparkmod
 
     launches = sparkmod.jvm_launches
-    sparkmod.start_spark()
+    try:
+        sparkmod.start_spark()
+    except Exception as exc:  # each cell's judgement then tries and says why it cannot
+        print(f"matrix: Spark did not start: {sparkmod.spark_error(exc)}", flush=True)
     try:
         for i, cell in enumerate(cells, 1):
             if cell.version not in install_errors:

@@ -57,21 +57,18 @@ def _fields(text: str) -> dict[str, Any]:
     return {k: _convert(k, v) for k, v in _PAIR.findall(text)}
 
 
-def parse_dump(text: str, node: int | Mapping[str, int]) -> list[dict[str, Any]]:
-    """Turn ``DumpLogSegments --deep-iteration`` output into one dict per record.
-
-    ``node`` is the node every file belongs to, or a map from each file's path (as given to
-    the tool) to its node, for one run of the tool over several nodes' files."""
+def parse_dump(text: str, node_of: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Turn ``DumpLogSegments --deep-iteration`` output into one dict per record; each
+    record's node is its file's in ``node_of`` (keyed by normalised path, as given to the
+    tool), -1 for a file it does not name."""
     rows: list[dict[str, Any]] = []
-    topic, partition, segment = "", -1, ""
-    node_id = node if isinstance(node, int) else -1
+    topic, partition, segment, node = "", -1, "", -1
     batch: dict[str, Any] = {}
     for line in text.splitlines():
         if line.startswith("Dumping "):
             printed = line[len("Dumping ") :].strip()
             path = Path(printed)
-            if not isinstance(node, int):
-                node_id = node.get(os.path.normpath(printed), -1)
+            node = node_of.get(os.path.normpath(printed), -1)
             segment = path.name
             m = _DIR.match(path.parent.name)
             topic, partition = (m["topic"], int(m["partition"])) if m else (path.parent.name, -1)
@@ -85,7 +82,7 @@ def parse_dump(text: str, node: int | Mapping[str, int]) -> list[dict[str, Any]]
             if " key: " in body:
                 body, key = body.split(" key: ", 1)
             rec = _fields(body)
-            row: dict[str, Any] = {"node": node_id, "topic": topic, "partition": partition}
+            row: dict[str, Any] = {"node": node, "topic": topic, "partition": partition}
             row.update({k: batch.get(k) for k in BATCH_FIELDS})
             row["offset"] = rec.get("offset")
             row["sequence"] = rec.get("sequence")
@@ -136,45 +133,42 @@ def dump_args(kind: str, files: list[str]) -> list[str]:
     return ["--deep-iteration", *_KIND_ARGS[kind], "--files", ",".join(files)]
 
 
-#: One dump job: (node id, kind, segment files of that kind on that node).
-DumpJob = tuple[int, str, list[str]]
-
-
 def write_logdump(
     out_dir: Path,
     nodes: int,
-    jobs: list[DumpJob],
-    dump: Callable[[DumpJob], str | None],
+    segments: Mapping[int, Iterable[str]],
+    dump: Callable[[str, list[str]], str | None],
     workers: int = 1,
 ) -> Path:
-    """Write ``out_dir/logdump.jsonl``: the header, then every record of every job.
+    """Write ``out_dir/logdump.jsonl``: the header, then every record of every segment.
 
-    The jobs of one kind run as one invocation of the tool over every node's files, so a
-    dump costs three starts of a JVM loading Kafka's classes instead of three per node (at
-    the end of a short run those starts are most of the dump's time, and the verdict waits
-    for it). ``dump(job)`` runs the tool wherever the files are (a local JVM, a helper
-    container) and returns its output, or None when it failed (that kind's records are
-    then missing); a merged job's node is 0, each record's node comes from its file.
+    ``segments`` lists each node's segment files. The files of one kind, every node's
+    together, go to one invocation of the tool, ``dump(kind, files)``, run wherever the files
+    are (a local JVM, a helper container); it returns the tool's output, or None when it
+    failed (that kind's records are then missing). Three starts of a JVM loading Kafka's
+    classes instead of three per node: at the end of a short run those starts are most of
+    the dump's time, and the verdict waits for it. Each record's node is its file's.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    node_of = {os.path.normpath(f): node for node, _, files in jobs for f in files}
+    node_of: dict[str, int] = {}
     by_kind: dict[str, list[str]] = {}
-    for _, kind, files in jobs:
-        by_kind.setdefault(kind, []).extend(files)
-    merged: list[DumpJob] = [(0, kind, files) for kind, files in by_kind.items() if files]
+    for node, listing in segments.items():
+        for kind, files in classify_segments(listing).items():
+            by_kind.setdefault(kind, []).extend(files)
+            node_of.update((os.path.normpath(f), node) for f in files)
 
-    def run(job: DumpJob) -> list[dict[str, Any]]:
-        _, kind, _ = job
-        text = dump(job)
+    def run(kind: str) -> list[dict[str, Any]]:
+        text = dump(kind, by_kind[kind])
         rows = parse_dump(text, node_of) if text is not None else []
         for r in rows:
             r["kind"] = kind
         return rows
 
     out = out_dir / "logdump.jsonl"
+    kinds = [k for k, files in by_kind.items() if files]
     with ThreadPoolExecutor(max_workers=workers) as pool, open(out, "w") as fh:
         fh.write(json.dumps(header(nodes)) + "\n")
-        for rows in pool.map(run, merged):
+        for rows in pool.map(run, kinds):
             for row in rows:
                 fh.write(json.dumps(row, separators=(",", ":")) + "\n")
     return out

@@ -46,7 +46,7 @@ from harness.substrate.docker.engine import (
 )
 from harness.substrate.docker.images import ensure_reaper_image, ensure_runtime_image
 from harness.substrate.docker.node import DockerNode
-from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
+from harness.substrate.evidence import dump_args, write_logdump
 from harness.substrate.runstate import acquire_slot, kill_run_processes
 from harness.substrate.toxiproxy import Toxiproxy
 
@@ -225,18 +225,16 @@ class DockerCluster(ClusterBase[DockerNode]):
         spec = self._labelled(dp.dump_container_spec(plan))
         self._created.append(("container", spec["name"]))
         helper = self.client.containers.run(**spec)
-        jobs: list[DumpJob] = []
+        segments: dict[int, list[str]] = {}
         for n in plan.nodes:
             res = helper.exec_run(["find", f"/dump/n{n.node_id}", "-name", "*.log"])
-            listing = (res[1] or b"").decode(errors="replace").split()
-            jobs += [(n.node_id, k, fs) for k, fs in classify_segments(listing).items() if fs]
+            segments[n.node_id] = (res[1] or b"").decode(errors="replace").split()
 
         assert self.install is not None
         # The tool's class moved between Kafka versions: found in the mounted jars themselves.
         main = tools.tool_class(self.install, "DumpLogSegments")
 
-        def dump(job: DumpJob) -> str | None:
-            _, kind, files = job
+        def dump(kind: str, files: list[str]) -> str | None:
             cmd = dp.tool_exec_command(plan.kafka_version, main, dump_args(kind, files))
             code, output = helper.exec_run(cmd, demux=True)[:2]
             out, err = output if isinstance(output, tuple) else (output, b"")
@@ -247,7 +245,7 @@ class DockerCluster(ClusterBase[DockerNode]):
                 return None
             return str(text.decode(errors="replace"))
 
-        return write_logdump(out_dir, len(plan.nodes), jobs, dump)
+        return write_logdump(out_dir, len(plan.nodes), segments, dump)
 
     # --- addresses --------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from common.errors import HarnessError
 from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import ClusterBase, port_free
-from harness.substrate.evidence import DumpJob, classify_segments, dump_args, write_logdump
+from harness.substrate.evidence import dump_args, write_logdump
 from harness.substrate.process.network import (
     BridgeNetwork,
     LoopbackNetwork,
@@ -195,16 +195,14 @@ class Cluster(ClusterBase[KafkaNode]):
                 )
 
     def _write_logdump(self, out_dir: Path) -> Path:
-        """Each node's segments, dumped with the installation's own tool (two at a time)."""
-        jobs: list[DumpJob] = []
-        for node in self.nodes:
-            listing = [str(p) for p in node.data_dir.glob("*/*.log")]
-            jobs += [(node.node_id, k, fs) for k, fs in classify_segments(listing).items() if fs]
+        """Every node's segments, dumped with the installation's own tool (two kinds at a
+        time)."""
+        segments = {n.node_id: [str(p) for p in n.data_dir.glob("*/*.log")] for n in self.nodes}
 
-        def dump(job: DumpJob) -> str:
-            return self.run_tool("DumpLogSegments", *dump_args(job[1], job[2]), timeout=300)
+        def dump(kind: str, files: list[str]) -> str:
+            return self.run_tool("DumpLogSegments", *dump_args(kind, files), timeout=300)
 
-        return write_logdump(out_dir, len(self.nodes), jobs, dump, workers=2)
+        return write_logdump(out_dir, len(self.nodes), segments, dump, workers=2)
 
     def _release(self) -> None:
         """The toxiproxy server, every marked process, the network, the scratch data, the
