@@ -23,6 +23,14 @@ import pyarrow.parquet as pq
 
 from checkers.arrow_rows import rows_table
 from checkers.json_text import NOT_JSON, json_value
+from history.eos_records import (
+    H_GENERATION,
+    H_INSTANCE,
+    H_SRC_OFFSET,
+    H_SRC_PARTITION,
+    H_TXN_SEQ,
+    input_of,
+)
 
 _S = pa.string()
 _I = pa.int32()
@@ -62,6 +70,13 @@ SCHEMAS: Final[dict[str, pa.Schema]] = {
             ("value", _S),
             ("headers", pa.map_(_S, _S)),
             ("read_index", _L),
+            # What the headers and the value say, typed here once (see _record).
+            ("h_p", _I),
+            ("h_o", _L),
+            ("instance", _I),
+            ("generation", _L),
+            ("txn_seq", _L),
+            ("io", _S),
         ]
     ),
     # The final phase's other ops (drain, group-offsets, watermarks, find-hanging): a few
@@ -142,7 +157,7 @@ def _num(x: Any, top: int = _I64) -> int | None:
     return x if type(x) is int and -top - 1 <= x <= top else None
 
 
-def _cast(x: Any, top: int = _I64) -> int | None:
+def cast_int(x: Any, top: int = _I64) -> int | None:
     """A value read as text, then cast to a number (``"7"`` and ``7`` both give 7)."""
     if type(x) is int:
         return _num(x, top)
@@ -163,12 +178,55 @@ def _at(x: Any, i: int) -> Any:
     return x[i] if type(x) is list and len(x) > i else None
 
 
-def _headers(h: Any) -> list[tuple[str, str | None]]:
+def _headers(h: Any) -> dict[str, str | None]:
     if type(h) is str:
         h = json_value(h.encode())
     if type(h) is not dict:
-        return []
-    return [(k, _text(v)) for k, v in h.items()]
+        return {}
+    return {k: _text(v) for k, v in h.items()}
+
+
+def _record(
+    topic: str | None,
+    part: int | None,
+    offset: int | None,
+    key: str | None,
+    value: str | None,
+    headers: dict[str, str | None] | None,
+    index: int,
+) -> tuple[Any, ...]:
+    """A drained record's row: as read, plus its source position, writer and input value.
+
+    The numbers are the headers' text read as integers (null when a header is absent, not an
+    integer or out of the column's range), as :mod:`checkers.eos_pyref_parse` reads them.
+    """
+    h = headers or {}
+    return (
+        topic,
+        part,
+        offset,
+        key,
+        value,
+        h,
+        index,
+        _header_int(h.get(H_SRC_PARTITION), _I32),
+        _header_int(h.get(H_SRC_OFFSET)),
+        _header_int(h.get(H_INSTANCE), _I32),
+        _header_int(h.get(H_GENERATION)),
+        _header_int(h.get(H_TXN_SEQ)),
+        input_of(value) if type(value) is str else None,
+    )
+
+
+def _header_int(text: str | None, top: int = _I64) -> int | None:
+    """A header's text as the reference reads it (Python's ``int``), null out of range."""
+    if text is None:
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        return None
+    return v if -top - 1 <= v <= top else None
 
 
 class EosTables:
@@ -183,7 +241,9 @@ class EosTables:
         if is_int:
             return f == "txn" or (f == "start" and type_ == "ok")
         if process == "seeder":
-            return f in ("send", "send-aborted")
+            return (f == "send" and type_ in ("ok", "info")) or (
+                f == "send-aborted" and type_ == "invoke"
+            )
         if process == "final":
             return f != "read" or type_ in ("ok", "info")
         return process == "nemesis" and f == "start" and type_ == "ok"
@@ -248,7 +308,7 @@ class EosTables:
             recs = () if head.records is _NO_RECORDS else _decode_records(head.records)
             self.rows["reads"].append((index, part, type_ == "ok", topic))
             self.rows["records"].extend(
-                (topic, part, o, k, v, h or (), index) for o, k, v, h in recs
+                _record(topic, part, o, k, v, h, index) for o, k, v, h in recs
             )
             return True
         return False
@@ -256,9 +316,9 @@ class EosTables:
     def _seeds(self, index: int, v: Any) -> None:
         rows = []
         for x in _items(_get(v, "values")):
-            o = _cast(_at(x, 2))
+            o = cast_int(_at(x, 2))
             if o is not None:
-                rows.append((_text(_at(x, 0)), _cast(_at(x, 1), _I32), o, index))
+                rows.append((_text(_at(x, 0)), cast_int(_at(x, 1), _I32), o, index))
         self.rows["seeds"].extend(rows)
 
     def _txn(self, index: int, time: int, wall: str, instance: int, type_: str, v: Any) -> None:
@@ -281,10 +341,10 @@ class EosTables:
         topic, part = _text(_get(v, "topic")), _num(_get(v, "partition"), _I32)
         self.rows["reads"].append((index, part, type_ == "ok", topic))
         self.rows["records"].extend(
-            (
+            _record(
                 topic,
                 part,
-                _cast(_at(x, 0)),
+                cast_int(_at(x, 0)),
                 _text(_at(x, 1)),
                 _text(_at(x, 2)),
                 _headers(_at(x, 3)),
