@@ -1,14 +1,15 @@
 """The eos workload's ops as typed rows, taken out while the history is scanned.
 
-Why: every eos view (:mod:`checkers.eos_frames`) needs the fields inside op values: a send's
+Why: every eos view (:mod:`checkers.eos_views`) needs the fields inside op values: a send's
 acknowledged positions, a transaction's inputs and offsets, every drained record and its
 headers. Parsing that JSON on Spark cost more than all the checks; the scan's workers have the
-op in hand already, so they emit these rows and Spark only joins them.
+op in hand already, so they emit these rows and the views only join them.
 
-The rows follow what the Spark views made of the JSON before, field for field: a JSON value
-stored as text is its text (``true``, ``7``, a string unquoted); a field the view read as a
-number is null when the JSON holds something else; a drained record's headers are a
-string-to-string map (empty when absent).
+The rows follow what Spark's JSON reader made of the values, field for field: a JSON value
+stored as text is its text (``true``, ``7``, a string unquoted); a field read as a number is
+null when the JSON holds something else; a drained record's headers are a string-to-string map
+(empty when absent), and the integers the views join on are read from that text as the Python
+reference reads them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ slower than linearly and parses each op twice (once to validate, once per view),
 scan's workers already hold every op decoded. So each worker writes its chunk's rows straight
 to Parquet with Arrow: the generic history table (:func:`checkers.load.history_schema`, an op's
 ``value`` kept as JSON text) and the eos workload's typed tables (:mod:`checkers.eos_extract`),
-which the eos views join on Spark without parsing any JSON.
+which the eos views join with Arrow (:mod:`checkers.eos_views`) without parsing any JSON.
 
 Layout under the output directory: ``ops/part-NNNNN.parquet`` and
 ``eos/<table>/part-NNNNN.parquet``, one file per chunk (chunk 0 writes every table, even
