@@ -301,6 +301,30 @@ def stop_spark() -> None:
         SparkContext._active_spark_context = None
 
 
+def kill_spark() -> None:
+    """End the session this module started without asking it: its JVM is terminated.
+
+    Why: a job that a cancellation left hung (seen with the warm-up's cancelled checks) keeps
+    the session from answering, and ``stop()`` could wait on it for ever.
+    """
+    with _lock:
+        session = _owned.pop("session", None)
+        gateway = _owned.pop("gateway", None)
+        _owned.pop("log", None)
+        if session is None:
+            return
+        from pyspark import SparkContext
+
+        proc = getattr(gateway, "proc", None)
+        with contextlib.suppress(Exception):
+            if proc is not None:
+                proc.terminate()
+        _end_gateway(gateway, timeout=5)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkContext._active_spark_context = None
+
+
 @contextlib.contextmanager
 def spark_session(master: str | None = None) -> Iterator[SparkSession]:
     """A session for one checker run: reuses a running one, stops only what it started."""

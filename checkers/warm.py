@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger("checkers.warm")
@@ -29,6 +30,9 @@ WARMUP_OPS = 3000
 WARMUP_ROUNDS = 3
 #: Nice value of the thread that starts the JVM: every JVM thread inherits it.
 NICENESS = 10
+#: How long :meth:`Prewarm.finish` waits for cancelled warm-up queries before it ends the
+#: session they hang in.
+FINISH_SECONDS = 20.0
 
 _warmed = threading.Event()  # this process's JVM has been warmed
 
@@ -97,14 +101,22 @@ class Prewarm:
         self._cancel.set()
         if self._thread.ident is None:
             return
-        from checkers.spark import active_session
+        from checkers.spark import active_session, kill_spark
 
-        while self._thread.is_alive():
+        deadline = time.monotonic() + FINISH_SECONDS
+        while self._thread.is_alive() and time.monotonic() < deadline:
             spark = active_session() if self._warming.is_set() else None
             if spark is not None:
                 with contextlib.suppress(Exception):
                     spark.sparkContext.cancelAllJobs()
             self._thread.join(timeout=0.2)
+        if self._thread.is_alive():
+            # A cancelled job can hang in the JVM (seen: a check's first() after
+            # cancelAllJobs). That session is lost: end it; the check starts its own.
+            log.warning("the Spark warm-up did not stop in %ss; ending its session", FINISH_SECONDS)
+            kill_spark()
+            self._started_spark = False
+            self._thread.join(timeout=FINISH_SECONDS)
 
     def close(self) -> None:
         """Stop the session if this warm-up started it (JVM included)."""
@@ -121,4 +133,4 @@ def prewarm(master: str | None = None) -> Prewarm:
     return Prewarm(master).start()
 
 
-__all__ = ["NICENESS", "WARMUP_OPS", "WARMUP_ROUNDS", "Prewarm", "prewarm"]
+__all__ = ["FINISH_SECONDS", "NICENESS", "WARMUP_OPS", "WARMUP_ROUNDS", "Prewarm", "prewarm"]

@@ -145,3 +145,26 @@ def test_a_warm_up_leaves_no_jvm_behind(mode: str, tmp_path: Path) -> None:
         # Cancelled as soon as its queries began: finish() does not wait for three rounds.
         assert not got["warmed"] and got["waited"] < 60, got
     assert not list(tmp_path.glob("kh-warmup-*")), "the synthetic run was removed"
+
+
+def test_a_warm_up_that_will_not_stop_has_its_session_ended(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A cancelled warm-up query that hangs in the JVM must not hang the run (Ctrl-C once
+    waited for ever on it): after FINISH_SECONDS the session is killed, which frees the thread.
+    Logic only: the hang and the kill are stand-ins here; test_nemesis_runs' Ctrl-C test met the
+    real hang."""
+    import threading
+
+    from checkers import spark as S
+    from checkers import warm as W
+
+    freed = threading.Event()
+    killed: list[bool] = []
+    monkeypatch.setattr(W, "FINISH_SECONDS", 0.5)
+    monkeypatch.setattr(S, "active_session", lambda: None)
+    monkeypatch.setattr(S, "kill_spark", lambda: (killed.append(True), freed.set()))
+    w = W.Prewarm()
+    w._thread = threading.Thread(target=freed.wait, daemon=True)
+    w._thread.start()
+    w.finish()
+    assert killed == [True]
+    assert not w._thread.is_alive()
