@@ -280,32 +280,13 @@ def jvm_pid() -> int | None:
     return None if proc is None else int(proc.pid)
 
 
-def stop_spark() -> None:
+def stop_spark(*, kill: bool = False) -> None:
     """Stop the session this module started and make sure its JVM process is gone.
 
-    A session started by someone else (e.g. ``pyspark`` shell) is left alone.
-    """
-    with _lock:
-        session = _owned.pop("session", None)
-        gateway = _owned.pop("gateway", None)
-        _owned.pop("log", None)
-        if session is None:
-            return
-        from pyspark import SparkContext
-
-        with contextlib.suppress(Exception):
-            session.stop()
-        _end_gateway(gateway)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-        SparkContext._active_spark_context = None
-
-
-def kill_spark() -> None:
-    """End the session this module started without asking it: its JVM is terminated.
-
-    Why: a job that a cancellation left hung (seen with the warm-up's cancelled checks) keeps
-    the session from answering, and ``stop()`` could wait on it for ever.
+    A session started by someone else (e.g. ``pyspark`` shell) is left alone. ``kill``: the
+    JVM is terminated without asking the session to stop. Why: a job that a cancellation left
+    hung (seen with the warm-up's cancelled checks) keeps the session from answering, and
+    ``stop()`` could wait on it for ever.
     """
     with _lock:
         session = _owned.pop("session", None)
@@ -317,9 +298,11 @@ def kill_spark() -> None:
 
         proc = getattr(gateway, "proc", None)
         with contextlib.suppress(Exception):
-            if proc is not None:
+            if not kill:
+                session.stop()
+            elif proc is not None:
                 proc.terminate()
-        _end_gateway(gateway, timeout=5)
+        _end_gateway(gateway, timeout=5 if kill else 20)
         SparkContext._gateway = None
         SparkContext._jvm = None
         SparkContext._active_spark_context = None

@@ -101,7 +101,7 @@ class Prewarm:
         self._cancel.set()
         if self._thread.ident is None:
             return
-        from checkers.spark import active_session, kill_spark
+        from checkers.spark import active_session, stop_spark
 
         deadline = time.monotonic() + FINISH_SECONDS
         while self._thread.is_alive() and time.monotonic() < deadline:
@@ -114,7 +114,7 @@ class Prewarm:
             # A cancelled job can hang in the JVM (seen: a check's first() after
             # cancelAllJobs). That session is lost: end it; the check starts its own.
             log.warning("the Spark warm-up did not stop in %ss; ending its session", FINISH_SECONDS)
-            kill_spark()
+            stop_spark(kill=True)
             self._started_spark = False
             self._thread.join(timeout=FINISH_SECONDS)
 

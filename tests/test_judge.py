@@ -161,7 +161,7 @@ def test_a_warm_up_that_will_not_stop_has_its_session_ended(monkeypatch) -> None
     killed: list[bool] = []
     monkeypatch.setattr(W, "FINISH_SECONDS", 0.5)
     monkeypatch.setattr(S, "active_session", lambda: None)
-    monkeypatch.setattr(S, "kill_spark", lambda: (killed.append(True), freed.set()))
+    monkeypatch.setattr(S, "stop_spark", lambda kill: (killed.append(kill), freed.set()))
     w = W.Prewarm()
     w._thread = threading.Thread(target=freed.wait, daemon=True)
     w._thread.start()
