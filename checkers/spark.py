@@ -303,6 +303,13 @@ def stop_spark(*, kill: bool = False) -> None:
             elif proc is not None:
                 proc.terminate()
         _end_gateway(gateway, timeout=5 if kill else 20)
+        if kill:  # what session.stop() would have cleared, so no one finds the dead session
+            from pyspark.sql import SparkSession
+
+            with contextlib.suppress(Exception):
+                session.sparkContext._jsc = None
+            SparkSession._instantiatedSession = None
+            SparkSession._activeSession = None
         SparkContext._gateway = None
         SparkContext._jvm = None
         SparkContext._active_spark_context = None

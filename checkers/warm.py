@@ -17,7 +17,6 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 log = logging.getLogger("checkers.warm")
@@ -30,9 +29,9 @@ WARMUP_OPS = 3000
 WARMUP_ROUNDS = 3
 #: Nice value of the thread that starts the JVM: every JVM thread inherits it.
 NICENESS = 10
-#: How long :meth:`Prewarm.finish` waits for cancelled warm-up queries before it ends the
-#: session they hang in.
-FINISH_SECONDS = 20.0
+#: How long :meth:`Prewarm.finish` waits for the warm-up's current round (a few seconds; the
+#: first, cold, up to about twenty) before it ends the session.
+FINISH_SECONDS = 60.0
 
 _warmed = threading.Event()  # this process's JVM has been warmed
 
@@ -94,25 +93,18 @@ class Prewarm:
     def finish(self) -> None:
         """Stop warming up (the real check is next) and wait until the session is there.
 
-        The warm-up's queries are cancelled rather than waited for: its checks run in pool
-        threads that a job group does not follow, and until the real check starts they are
-        the only queries of this process's session.
+        The warm-up stops after its current round; its queries are not cancelled. Cancelling
+        them (``cancelAllJobs``) left a check's job hung in the JVM, often enough to fail CI:
+        the run then waited on it for ever. A round that still has not ended after
+        :data:`FINISH_SECONDS` has its session killed; the check starts its own.
         """
         self._cancel.set()
         if self._thread.ident is None:
             return
-        from checkers.spark import active_session, stop_spark
-
-        deadline = time.monotonic() + FINISH_SECONDS
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            spark = active_session() if self._warming.is_set() else None
-            if spark is not None:
-                with contextlib.suppress(Exception):
-                    spark.sparkContext.cancelAllJobs()
-            self._thread.join(timeout=0.2)
+        self._thread.join(timeout=FINISH_SECONDS)
         if self._thread.is_alive():
-            # A cancelled job can hang in the JVM (seen: a check's first() after
-            # cancelAllJobs). That session is lost: end it; the check starts its own.
+            from checkers.spark import stop_spark
+
             log.warning("the Spark warm-up did not stop in %ss; ending its session", FINISH_SECONDS)
             stop_spark(kill=True)
             self._started_spark = False
