@@ -37,7 +37,14 @@ from history.logdump import (
     snippet,
     torn_tail,
 )
-from history.logdump_format import FIELDS, KINDS, REQUIRED_BOOL, REQUIRED_INT, REQUIRED_STR
+from history.logdump_format import (
+    FIELDS,
+    KINDS,
+    REQUIRED_BOOL,
+    REQUIRED_INT,
+    REQUIRED_STR,
+    column_type,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,31 +102,14 @@ def logdump_schema() -> StructType:
     """Explicit schema of a dumped record (see docs/history-format.md), plus the header keys."""
     from pyspark.sql import types as T
 
-    ints = {
-        "node",
-        "partition",
-        "count",
-        "baseSequence",
-        "lastSequence",
-        "producerEpoch",
-        "partitionLeaderEpoch",
-        "sequence",
-        "coordinator_epoch",
+    types = {
+        "int": T.IntegerType(),
+        "long": T.LongType(),
+        "bool": T.BooleanType(),
+        "strings": T.ArrayType(T.StringType()),
+        "string": T.StringType(),
     }
-    longs = {"offset", "baseOffset", "lastOffset", "producerId", "create_time"}
-    fields = []
-    for name in FIELDS:
-        if name in ints:
-            t: Any = T.IntegerType()
-        elif name in longs:
-            t = T.LongType()
-        elif name in REQUIRED_BOOL:
-            t = T.BooleanType()
-        elif name == "header_keys":
-            t = T.ArrayType(T.StringType())
-        else:
-            t = T.StringType()
-        fields.append(T.StructField(name, t, True))
+    fields = [T.StructField(name, types[column_type(name)], True) for name in FIELDS]
     fields += [
         T.StructField("logdump_format", T.IntegerType(), True),
         T.StructField("nodes", T.IntegerType(), True),
@@ -288,6 +278,8 @@ def load_logdump(
 def _load_logdump(spark: SparkSession, source: Path, cache: bool) -> Loaded:
     from pyspark.sql import functions as F
 
+    from checkers.logdump_parquet import convert as convert_logdump
+
     if not source.is_file():
         raise CheckerInputError(f"{source}: no such log dump")
     header = read_header(source)
@@ -305,6 +297,18 @@ def _load_logdump(spark: SparkSession, source: Path, cache: bool) -> Loaded:
         notes.append(
             f"{source}: torn last line skipped (writer crashed mid-write): {snippet(torn)}"
         )
+    scratch = _scratch(data.parent if cache else None, "logdump")
+    out = scratch / "parquet"
+    try:
+        rows = convert_logdump(source, out, torn_expected=torn is not None)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if rows is not None:  # every record well typed: converted without Spark
+        return _loaded_logdump(
+            spark, source, header, notes, rows, out, (cache, scratch, data, manifest, fp)
+        )
+    shutil.rmtree(out, ignore_errors=True)
     schema = logdump_schema().add(_CORRUPT, "string", True)
     raw = (
         spark.read.schema(schema)
@@ -313,8 +317,6 @@ def _load_logdump(spark: SparkSession, source: Path, cache: bool) -> Loaded:
         .json(str(source))
         .withColumn("_row", F.monotonically_increasing_id())
     )
-    scratch = _scratch(data.parent if cache else None, "logdump")
-    out = scratch / "parquet"
     try:
         raw.write.parquet(str(out))
         written = spark.read.parquet(str(out))
@@ -337,17 +339,32 @@ def _load_logdump(spark: SparkSession, source: Path, cache: bool) -> Loaded:
                 or f"{source}: {n_corrupt} unparseable and {n_bad} incomplete records"
             )
         rows = int(agg["n"]) - n_corrupt - 1
-        meta = fp | {"rows": rows, "notes": notes}
-        if cache and scratch.parent == data.parent:
-            _publish(out, data, manifest, meta)
-            shutil.rmtree(scratch, ignore_errors=True)
-            df = spark.read.parquet(str(data))
-        else:
-            df = written  # scratch stays until the process ends: the DataFrame reads it
     except CheckerInputError:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return Loaded(_clean_logdump(df), source, header, notes, False, rows)
+    return _loaded_logdump(
+        spark, source, header, notes, rows, out, (cache, scratch, data, manifest, fp)
+    )
+
+
+def _loaded_logdump(
+    spark: SparkSession,
+    source: Path,
+    header: dict[str, Any],
+    notes: list[str],
+    rows: int,
+    out: Path,
+    where: tuple[bool, Path, Path, Path, dict[str, Any]],
+) -> Loaded:
+    """A converted dump published as the cache (when it has one) and read back; ``where``:
+    (cache, scratch, data, manifest, fingerprint)."""
+    cache, scratch, data, manifest, fp = where
+    if cache and scratch.parent == data.parent:
+        _publish(out, data, manifest, fp | {"rows": rows, "notes": notes})
+        shutil.rmtree(scratch, ignore_errors=True)
+        out = data
+    # else the scratch stays until the process ends: the DataFrame reads it
+    return Loaded(_clean_logdump(spark.read.parquet(str(out))), source, header, notes, False, rows)
 
 
 def _clean_logdump(df: DataFrame) -> DataFrame:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -962,7 +963,10 @@ def evidence_checks(
 ) -> dict[str, Any]:
     """Load the dump and run every check in :data:`CHECKS` with an existing session.
 
-    Raises :class:`CheckerInputError` for unusable input; Spark errors propagate.
+    The checks run side by side: each is a dozen small queries whose planning and scheduling
+    leave cores idle (a 60 s run's dump on 2 cores: 5.0 s one after the other, the three
+    sharing the prepared frames). Raises :class:`CheckerInputError` for unusable input; Spark
+    errors propagate.
     """
     path = logdump_path(run_or_file)
     est_rows = path.stat().st_size // 300 if path.is_file() else 0  # ~300 bytes a record
@@ -975,7 +979,9 @@ def evidence_checks(
     ev = prepare(loaded.df, partitions=partitions_for(spark, loaded.rows))
     try:
         opts = {"transaction_version": transaction_version, "max_examples": max_examples}
-        results = {name: fn(ev, opts) for name, fn in CHECKS.items()}
+        with ThreadPoolExecutor(len(CHECKS), thread_name_prefix="log-check") as pool:
+            futures = {name: pool.submit(fn, ev, opts) for name, fn in CHECKS.items()}
+        results = {name: f.result() for name, f in futures.items()}
         outcomes = _epoch_stats(ev)["_outcomes"]
     finally:
         ev.release()

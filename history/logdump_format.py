@@ -68,6 +68,31 @@ OPTIONAL_INT: Final = (
     "coordinator_epoch",
 )
 OPTIONAL_STR: Final = ("key", "payload", "marker", "segment")
+_INT32: Final = frozenset(
+    {
+        "node",
+        "partition",
+        "count",
+        "baseSequence",
+        "lastSequence",
+        "producerEpoch",
+        "partitionLeaderEpoch",
+        "sequence",
+        "coordinator_epoch",
+    }
+)
+
+
+def column_type(name: str) -> str:
+    """How the checkers type a field's column: ``int`` (32-bit), ``long``, ``bool``,
+    ``strings`` (a list) or ``string``; both of the dump's converters follow it."""
+    if name in _INT32:
+        return "int"
+    if name in REQUIRED_INT or name in OPTIONAL_INT:
+        return "long"
+    if name in REQUIRED_BOOL:
+        return "bool"
+    return "strings" if name == "header_keys" else "string"
 
 
 def header(nodes: int) -> dict[str, int]:

@@ -18,10 +18,12 @@ by the reader's own rule and with its wording, because a crashed run's history h
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Protocol
@@ -31,7 +33,7 @@ import msgspec
 from history.reader import HistoryReader, loads_strict, torn_line_note
 from history.schema import KIND_MERGED, Header, _check_wall, encode_json
 
-__all__ = ["OpSink", "Scanned", "scan_history"]
+__all__ = ["OpSink", "Scanned", "line_spans", "no_cyclic_gc", "scan_history", "span_lines"]
 
 #: Bytes per chunk. Small enough that both cores stay busy to the end of a 60 s run's history
 #: and a worker's buffers stay small; a line longer than this (a final read) is a chunk alone.
@@ -122,20 +124,38 @@ class _Result:
 _decode = msgspec.json.Decoder(_Op).decode
 
 
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (as it was after it).
+
+    Why: converting a chunk makes millions of small acyclic objects (ops, rows, lists) that
+    live until the chunk is written, so every collection walked all of them again for
+    nothing: 30 % of a history scan (1M ops on one core: 19.7 s, 13.8 s without).
+    Reference counting still frees them when the chunk is done.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _scan_chunk(chunk: _Chunk) -> _Result:
     """Decode and check one chunk; ``ok=False`` at the first op the rules cannot prove good."""
+    with no_cyclic_gc():
+        return _scan_chunk_unguarded(chunk)
+
+
+def _scan_chunk_unguarded(chunk: _Chunk) -> _Result:
     sink = chunk.make_sink(chunk.no)
     res = _Result(chunk.no, True)
     first_pindex: dict[int | str, int] = {}
     next_pindex: dict[int | str, int] = {}
     last_time = -1
     expect = -1
-    with open(chunk.path, "rb") as fh:
-        fh.seek(chunk.start)
-        data = fh.read(chunk.end - chunk.start)
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
+    lines = span_lines(chunk.path, chunk.start, chunk.end)
     n_lines = len(lines)
     add = sink.add
     for i, line in enumerate(lines):
@@ -188,19 +208,36 @@ def _is_torn(line: bytes) -> bool:
         return True
 
 
-def _chunks(path: Path, start: int, size: int, make_sink: SinkFactory) -> list[_Chunk]:
+def line_spans(path: Path, start: int, size: int, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Byte spans of about ``chunk_bytes`` from ``start`` to ``size``, each cut after a newline
+    (a line longer than that is a span alone); one empty span for an empty range."""
     cuts = [start]
     with open(path, "rb") as fh:
         pos = start
-        while pos + CHUNK_BYTES < size:
-            fh.seek(pos + CHUNK_BYTES)
+        while pos + chunk_bytes < size:
+            fh.seek(pos + chunk_bytes)
             fh.readline()
             pos = fh.tell()
             if pos >= size:
                 break
             cuts.append(pos)
     cuts.append(size)
-    spans = [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or [(start, start)]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or [(start, start)]
+
+
+def span_lines(path: Path | str, start: int, end: int) -> list[bytes]:
+    """The lines of one :func:`line_spans` span, without their newlines."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def _chunks(path: Path, start: int, size: int, make_sink: SinkFactory) -> list[_Chunk]:
+    spans = line_spans(path, start, size, CHUNK_BYTES)
     return [_Chunk(path, n, a, b, b >= size, make_sink) for n, (a, b) in enumerate(spans)]
 
 

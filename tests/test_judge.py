@@ -105,6 +105,7 @@ _WARM = """
 import json, os, sys, time
 from checkers import spark as S, warm as W
 mode = sys.argv[1]
+W.MAX_ROUNDS = W.WARMUP_ROUNDS  # "complete": nobody calls stop() here
 w = W.prewarm()
 deadline = time.monotonic() + 400
 if mode == "cancel":
@@ -167,3 +168,36 @@ def test_a_warm_up_that_will_not_stop_has_its_session_ended(monkeypatch) -> None
     w.finish()
     assert killed == [True]
     assert not w._thread.is_alive()
+
+
+def test_the_warm_up_goes_on_until_the_load_is_over(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Rounds go on past WARMUP_ROUNDS (the JIT keeps improving) until stop(); the process
+    counts as warm after WARMUP_ROUNDS. Logic only: the session and the checks are stand-ins."""
+    from checkers import judge as J
+    from checkers import spark as S
+    from checkers import warm as W
+
+    rounds: list[Path] = []
+    w = W.Prewarm()
+
+    class Round:
+        def __init__(self, run: Path) -> None:
+            self.run = run
+
+        def result(self) -> dict[str, object]:
+            rounds.append(self.run)
+            if len(rounds) == W.WARMUP_ROUNDS + 2:
+                w.stop()  # the load ends during this round
+            return {"valid": True}
+
+    monkeypatch.setattr(W, "_warmed", __import__("threading").Event())
+    monkeypatch.setattr(S, "active_session", lambda: object())
+    monkeypatch.setattr(J, "Judgement", Round)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(__import__("tempfile"), "tempdir", str(tmp_path))
+    w.start()
+    w._thread.join(timeout=60)  # ends by itself once stop() was called
+    assert not w._thread.is_alive()
+    assert len(rounds) == W.WARMUP_ROUNDS + 2 < W.MAX_ROUNDS
+    assert W._warmed.is_set()
+    assert not list(tmp_path.glob("kh-warmup-*")), "the synthetic run was removed"

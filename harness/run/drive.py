@@ -30,12 +30,17 @@ log = logging.getLogger("harness.run.drive")
 @dataclass
 class Drive:
     """What a driver is handed: a started cluster, the run's options (``workload_options``
-    already of its workload's type), the run directory and the nemeses to start."""
+    already of its workload's type), the run directory and the nemeses to start.
+
+    ``load_over`` is called once the faulty phase is over (:meth:`faults` ends), before the
+    driver's last phase: the runner stops warming Spark up there, so the warm-up's last round
+    ends during the drain instead of delaying the verdict."""
 
     cluster: Cluster
     options: RunOptions
     run_dir: Path
     nemeses: list[Nemesis] = field(default_factory=list)
+    load_over: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def faults(self, workload: Any, clients: Any = None) -> Iterator[RunContext]:
@@ -50,8 +55,12 @@ class Drive:
                 started.append(nemesis)
             yield ctx
         finally:
-            call_all(started, "stop", ctx)
-            call_all(started, "heal", ctx)
+            try:
+                call_all(started, "stop", ctx)
+                call_all(started, "heal", ctx)
+            finally:
+                if self.load_over is not None:
+                    self.load_over()
 
 
 def call_all(nemeses: list[Nemesis], method: str, ctx: RunContext) -> None:

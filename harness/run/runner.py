@@ -114,11 +114,14 @@ def execute(
     options: RunOptions,
     run_dir: Path,
     nemeses: list[Nemesis] | None = None,
+    *,
+    load_over: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run the workload on an already started cluster; the history lands in ``run_dir``.
 
     Tests call this with their session cluster (and unique topic names); ``run`` calls it
-    with a fresh cluster whose evidence is stored in the same directory.
+    with a fresh cluster whose evidence is stored in the same directory. ``load_over``: see
+    :class:`Drive`.
     """
     options = complete(options)
     workload = get_workload(options.workload)
@@ -128,7 +131,8 @@ def execute(
     history_path = run_dir / "history.jsonl"
     completed = False
     try:
-        outcome = workload.drive(Drive(cluster, options, run_dir, list(nemeses or [])))
+        drive = Drive(cluster, options, run_dir, list(nemeses or []), load_over)
+        outcome = workload.drive(drive)
         completed = True
     finally:
         try:
@@ -185,7 +189,7 @@ def run(
     try:
         timeline.phase("starting the cluster")
         result, judgement = _run_on_cluster(
-            options, nemeses, run_dir, cluster_config, timeline.phase
+            options, nemeses, run_dir, cluster_config, timeline.phase, load_over=warm.stop
         )
         timeline.phase("checking")
         warm.finish()
@@ -227,9 +231,10 @@ def _run_on_cluster(
     on_phase: Callable[[str], None],
     *,
     prepare: bool = True,
+    load_over: Callable[[], None] | None = None,
 ) -> tuple[RunResult, Judgement | None]:
     """The run on a fresh cluster, and (``prepare``) its judgement, prepared while the
-    cluster stops."""
+    cluster stops; ``load_over``: see :class:`Drive`."""
     from checkers.judge import Judgement
 
     with open_cluster(cluster_config, options.backend) as cluster:
@@ -247,7 +252,7 @@ def _run_on_cluster(
                 "bootstrap": cluster.bootstrap,
             },
         )
-        result = execute(cluster, options, run_dir, nemeses)
+        result = execute(cluster, options, run_dir, nemeses, load_over=load_over)
         on_phase("stopping the cluster, dumping its logs")
         judgement = None
         if prepare:
