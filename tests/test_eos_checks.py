@@ -1134,6 +1134,21 @@ def test_real_run_whose_timed_out_transaction_stayed_visible_is_flagged(
     assert {r["headers"]["txn-seq"] for r in ex["records"]} == {"5"}
 
 
+def test_real_run_of_the_default_fault_mix_that_met_f5_is_flagged(
+    spark: Any, tmp_path: Path
+) -> None:
+    """F5 under the defaults (docs/findings.md): a 20 s campaign run of the correct processors,
+    ``--nemesis all``, classic group protocol. Instance 4 was SIGKILLed inside its transaction
+    over input partition 5 (its offsets left pending); instance 6, waiting on them, got a new
+    assignment and read partition 5 from offset 0, though 141 was committed. Both engines
+    name the same 141 duplicates and overtaken writes."""
+    got, _ref = both(spark, real(tmp_path, "eos-all-1b90"))
+    assert got["valid"] is False
+    assert got["anomalies"] == {"duplicate": 141, "zombie-write": 141}
+    ex = got["checkers"]["duplicate"]["examples"][0]
+    assert ex["input"] == "5/0" and {r["headers"]["instance"] for r in ex["records"]} == {"2", "6"}
+
+
 def test_big_reads_stored_in_slices_give_the_same_verdict(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
