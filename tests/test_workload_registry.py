@@ -131,8 +131,11 @@ def test_runner_checkers_and_report_find_a_registered_workload(
 ) -> None:
     options = options_from_args(_args("--workload", "fake", "--fake-size", "4", "--seed", "3"))
     run_dir = tmp_path / "run"
-    result = execute(_NoCluster(), options, run_dir)  # type: ignore[arg-type]
+    told: list[bool] = []  # load_over: once, when the faults end (before the history merge)
+    over = lambda: told.append((run_dir / "history.jsonl").exists())  # noqa: E731
+    result = execute(_NoCluster(), options, run_dir, load_over=over)  # type: ignore[arg-type]
     assert result.drained and result.stats == {"fake": 1} and result.summary is None
+    assert told == [False]
     config = json.loads((run_dir / "config.json").read_text())
     assert config["workload"] == "fake" and config["checker_suites"] == ["fake-suite"]
     assert config["workload_options"] == {"seed": 3, "size": 4, "flavor": "plain"}
