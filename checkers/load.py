@@ -38,12 +38,10 @@ from history.logdump import (
     torn_tail,
 )
 from history.logdump_format import (
-    FIELDS,
     KINDS,
     REQUIRED_BOOL,
     REQUIRED_INT,
     REQUIRED_STR,
-    column_type,
 )
 
 if TYPE_CHECKING:
@@ -99,22 +97,14 @@ def history_path(run: str | os.PathLike[str]) -> Path:
 
 
 def logdump_schema() -> StructType:
-    """Explicit schema of a dumped record (see docs/history-format.md), plus the header keys."""
-    from pyspark.sql import types as T
+    """Explicit schema of a dumped record (see docs/history-format.md), plus the header keys:
+    the Spark form of :func:`checkers.logdump_parquet.record_schema`, so both converters of a
+    dump write the same columns."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    types = {
-        "int": T.IntegerType(),
-        "long": T.LongType(),
-        "bool": T.BooleanType(),
-        "strings": T.ArrayType(T.StringType()),
-        "string": T.StringType(),
-    }
-    fields = [T.StructField(name, types[column_type(name)], True) for name in FIELDS]
-    fields += [
-        T.StructField("logdump_format", T.IntegerType(), True),
-        T.StructField("nodes", T.IntegerType(), True),
-    ]
-    return T.StructType(fields)
+    from checkers.logdump_parquet import record_schema
+
+    return from_arrow_schema(record_schema())
 
 
 def history_schema() -> StructType:

@@ -78,9 +78,9 @@ class _Record(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Record).decode
 
 
-def schema() -> pa.Schema:
-    """The Arrow twin of the Spark conversion's columns (record fields, header keys, the
-    corrupt-record column, ``_row``)."""
+def record_schema() -> pa.Schema:
+    """The columns of a dumped record as the checkers type them (see docs/history-format.md),
+    plus the header's keys; :func:`checkers.load.logdump_schema` is its Spark form."""
     types = {
         "int": pa.int32(),
         "long": pa.int64(),
@@ -89,13 +89,17 @@ def schema() -> pa.Schema:
         "string": pa.string(),
     }
     cols = [(name, types[column_type(name)]) for name in FIELDS]
-    cols += [
-        ("logdump_format", pa.int32()),
-        ("nodes", pa.int32()),
-        ("_corrupt_record", pa.string()),
-        ("_row", pa.int64()),
-    ]
-    return pa.schema(cols)
+    return pa.schema([*cols, ("logdump_format", pa.int32()), ("nodes", pa.int32())])
+
+
+def schema() -> pa.Schema:
+    """The columns the Spark conversion writes: a record's, the corrupt-record column and
+    ``_row``."""
+    return (
+        record_schema()
+        .append(pa.field("_corrupt_record", pa.string()))
+        .append(pa.field("_row", pa.int64()))
+    )
 
 
 _SCHEMA: Final = schema()
@@ -119,14 +123,10 @@ class _Done:
     torn: bool = False
 
 
+@no_cyclic_gc()
 def _convert_chunk(c: _Chunk) -> _Done:
     """One chunk's records as ``part-NNNNN.parquet``; ``ok=False`` at the first line that is
     not a well-typed record (the torn last line of the file excepted)."""
-    with no_cyclic_gc():
-        return _convert_chunk_unguarded(c)
-
-
-def _convert_chunk_unguarded(c: _Chunk) -> _Done:
     lines = span_lines(c.path, c.start, c.end)
     cols: dict[str, list[Any]] = {name: [] for name in FIELDS}
     rows: list[int] = []
@@ -160,8 +160,8 @@ def _convert_chunk_unguarded(c: _Chunk) -> _Done:
 
 def convert(source: Path, out: Path, *, torn_expected: bool) -> int | None:
     """Write ``source``'s records (its header line left out) as Parquet under ``out``; the
-    record count, or None when the dump is not plainly well typed (``out`` is then removed,
-    and the caller converts it with Spark). ``torn_expected``: the reader's rule found the
+    record count, or None when the dump is not plainly well typed (the caller then removes
+    ``out`` and converts the dump with Spark). ``torn_expected``: the reader's rule found the
     last line torn; an undecodable last line is skipped only then."""
     with open(source, "rb") as fh:
         fh.readline()
@@ -182,4 +182,4 @@ def convert(source: Path, out: Path, *, torn_expected: bool) -> int | None:
     return sum(d.rows for d in done)
 
 
-__all__ = ["convert", "schema"]
+__all__ = ["convert", "record_schema", "schema"]

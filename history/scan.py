@@ -126,7 +126,8 @@ _decode = msgspec.json.Decoder(_Op).decode
 
 @contextlib.contextmanager
 def no_cyclic_gc() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the block (as it was after it).
+    """Python's cyclic garbage collector off for the block or the decorated call (as it was
+    after it).
 
     Why: converting a chunk makes millions of small acyclic objects (ops, rows, lists) that
     live until the chunk is written, so every collection walked all of them again for
@@ -142,13 +143,9 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+@no_cyclic_gc()
 def _scan_chunk(chunk: _Chunk) -> _Result:
     """Decode and check one chunk; ``ok=False`` at the first op the rules cannot prove good."""
-    with no_cyclic_gc():
-        return _scan_chunk_unguarded(chunk)
-
-
-def _scan_chunk_unguarded(chunk: _Chunk) -> _Result:
     sink = chunk.make_sink(chunk.no)
     res = _Result(chunk.no, True)
     first_pindex: dict[int | str, int] = {}
