@@ -4,8 +4,8 @@
         [--impl spark,python] [--dir DIR] [--keep] [--json FILE]
         [--py-mem-gb 12] [--py-timeout SECONDS]
 
-``--mode eos`` (default): the eos history checks (``checkers.eos_checks.check_eos``, what
-``python -m checkers RUN_DIR`` runs for ``history.jsonl``) against ``checkers.eos_pyref``, on
+``--mode eos`` (default): the eos history checks (``checkers.eos.run.check_eos``, what
+``python -m checkers RUN_DIR`` runs for ``history.jsonl``) against ``checkers.eos.pyref``, on
 synthetic valid eos histories of SIZE ops (:mod:`history.synthetic_eos`). ``--mode logdump``: the
 broker-log checks on synthetic log dumps of SIZE records (:mod:`history.synthetic_logdump`).
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 _EOS_SPARK = """
 import json, resource, sys, time
-from checkers.eos_checks import check_eos
+from checkers.eos.run import check_eos
 from checkers.spark import start_spark, stop_spark
 t0 = time.monotonic()
 spark = start_spark("local[2]")
@@ -57,7 +57,7 @@ _EOS_PY = """
 import json, resource, sys, time
 limit = int(float(sys.argv[2]) * (1 << 30))
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from checkers.eos_pyref import check_eos_py
+from checkers.eos.pyref import check_eos_py
 t0 = time.monotonic()
 try:
     res = check_eos_py(sys.argv[1])
@@ -72,7 +72,7 @@ print(json.dumps(out))
 
 _LOG_SPARK = """
 import json, resource, sys, time
-from checkers.log_evidence import evidence_checks
+from checkers.logs.run import evidence_checks
 from checkers.spark import start_spark, stop_spark
 t0 = time.monotonic()
 spark = start_spark("local[2]")
@@ -90,7 +90,7 @@ _LOG_PY = """
 import json, resource, sys, time
 limit = int(float(sys.argv[2]) * (1 << 30))
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from checkers.log_pyref import check_logdump
+from checkers.logs.pyref import check_logdump
 t0 = time.monotonic()
 try:
     res = check_logdump(sys.argv[1])

@@ -11,7 +11,7 @@ reads from that one run:
   cluster and dumping its logs, and, inside the run, Spark warmed up during the load and the
   history converted while the logs were dumped (:mod:`checkers.warm`, :mod:`checkers.judge`);
 * the **verdict latency on the Python reference**: the same wait for the logs, plus the eos and
-  broker-log reference checks (:mod:`checkers.eos_pyref`, :mod:`checkers.log_pyref`) of the
+  broker-log reference checks (:mod:`checkers.eos.pyref`, :mod:`checkers.logs.pyref`) of the
   stored run, timed in a fresh interpreter;
 * for comparison, a **cold re-check on Spark** (``python -m checkers RUN_DIR`` in a fresh
   interpreter, the Parquet caches removed): what every run paid before the warm-up;
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _REFERENCE = """
 import json, sys, time
-from checkers.eos_pyref import check_eos_py
-from checkers.log_pyref import check_logdump
+from checkers.eos.pyref import check_eos_py
+from checkers.logs.pyref import check_logdump
 t0 = time.monotonic()
 eos = check_eos_py(sys.argv[1])
 log = check_logdump(sys.argv[1] + "/evidence/logdump.jsonl")

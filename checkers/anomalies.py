@@ -79,7 +79,7 @@ def _eos(name: str, summary: str, counts: str, example: tuple[str, ...], **kw: A
     """An eos type: its check has its name, and every example ends with the ``ops`` involved.
 
     (A zombie write's ``reason`` is ``fenced``, its fencing op among the ``ops``, or
-    ``overtaken``, with ``newer``: see :func:`checkers.eos_results.zombie_write`.)
+    ``overtaken``, with ``newer``: see :func:`checkers.eos.results.zombie_write`.)
     """
     return AnomalyType(name, name, summary, counts, (*example, "ops"), **kw)
 

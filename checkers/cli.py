@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from checkers.queue import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
+from checkers.queue.checks import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
 from common.errors import OneLineParser
 
 EXIT_VALID = 0

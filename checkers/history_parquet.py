@@ -4,26 +4,27 @@ Why here and not in Spark: Spark's JSON reader copies a final read's multi-megab
 slower than linearly and parses each op twice (once to validate, once per view), while the
 scan's workers already hold every op decoded. So each worker writes its chunk's rows straight
 to Parquet with Arrow: the generic history table (:func:`checkers.load.history_schema`, an op's
-``value`` kept as JSON text) and the eos workload's typed tables (:mod:`checkers.eos_extract`),
-which the eos views join with Arrow (:mod:`checkers.eos_views`) without parsing any JSON.
+``value`` kept as JSON text) and, when a family asks for them, its typed tables (a
+:class:`TypedTables`: the eos family's :class:`checkers.eos.extract.EosTables`, which its views
+join with Arrow without parsing any JSON).
 
 Layout under the output directory: ``ops/part-NNNNN.parquet`` and
-``eos/<table>/part-NNNNN.parquet``, one file per chunk (chunk 0 writes every table, even
+``<family>/<table>/part-NNNNN.parquet``, one file per chunk (chunk 0 writes every table, even
 empty, so each directory exists with its schema).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checkers.arrow_rows import rows_table
-from checkers.eos_extract import EosTables
 from checkers.json_text import json_value
 
 #: Arrow twin of :func:`checkers.load.history_schema` (Spark reads these files with that one).
@@ -55,6 +56,21 @@ _decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _encode = msgspec.json.encode
 
 
+class TypedTables(Protocol):
+    """A family's typed tables of one chunk, filled during the scan (the class's ``NAME`` is
+    the directory they are written under)."""
+
+    NAME: str
+
+    def wants(self, process: int | str, is_int: bool, type_: str, f: str) -> bool: ...
+
+    def add(
+        self, index: int, time: int, wall: str, process: int | str, type_: str, f: str, value: bytes
+    ) -> None: ...
+
+    def write(self, out: Path, n: int, *, every: bool) -> dict[str, int]: ...
+
+
 @dataclass(frozen=True)
 class ParquetSinks:
     """Sink factory for :func:`history.scan.scan_history`; pickled to the workers.
@@ -65,21 +81,24 @@ class ParquetSinks:
 
     out: str
     read_chunk: int
+    #: The family's typed tables written beside the ops (a class, pickled by reference).
+    typed: Callable[[], TypedTables] | None = None
 
     def __call__(self, n: int) -> ParquetSink:
-        return ParquetSink(Path(self.out), n, self.read_chunk)
+        typed = self.typed() if self.typed is not None else None
+        return ParquetSink(Path(self.out), n, self.read_chunk, typed)
 
 
 class ParquetSink:
-    """One chunk's rows: buffered, written as bounded row groups, its eos tables beside."""
+    """One chunk's rows: buffered, written as bounded row groups, its typed tables beside."""
 
-    def __init__(self, out: Path, n: int, read_chunk: int) -> None:
+    def __init__(self, out: Path, n: int, read_chunk: int, typed: TypedTables | None) -> None:
         self.out, self.n, self.read_chunk = out, n, read_chunk
         self.buf: list[tuple[Any, ...]] = []
         self.bytes = 0
         self.rows = 0
         self.writer: pq.ParquetWriter | None = None
-        self.eos = EosTables()
+        self.typed = typed
 
     def add(
         self,
@@ -104,8 +123,8 @@ class ParquetSink:
         else:
             for i, part in enumerate(parts):
                 self._row(row, part, err_text, error, i)
-        if self.eos.wants(process, is_int, type_, f):
-            self.eos.add(index, time, wall, process, type_, f, value)
+        if self.typed is not None and self.typed.wants(process, is_int, type_, f):
+            self.typed.add(index, time, wall, process, type_, f, value)
 
     def _row(
         self, row: tuple[Any, ...], value: bytes, err: Any, err_json: bytes | None, part: int | None
@@ -153,5 +172,7 @@ class ParquetSink:
         self._flush()
         if self.writer is not None:
             self.writer.close()
-        counts = self.eos.write(self.out / "eos", self.n, every=self.n == 0)
+        if self.typed is None:
+            return {"ops_rows": self.rows}
+        counts = self.typed.write(self.out / self.typed.NAME, self.n, every=self.n == 0)
         return {"ops_rows": self.rows} | counts

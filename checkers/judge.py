@@ -11,7 +11,7 @@ Why in two steps: converting a history (JSON to Parquet, its views parsed) and t
 need no broker log dump are most of a short run's check, so the harness calls
 :meth:`Judgement.prepare` as soon as the history is merged, while the cluster stops and its logs
 are dumped, and :meth:`Judgement.result` once the dump is on disk; the checks then read the
-caches, and the eos checks done early are not run again (:func:`checkers.eos_checks.prepare_eos`).
+caches, and the eos checks done early are not run again (:func:`checkers.eos.run.prepare_eos`).
 The verdict is the same as a check of the stored run from scratch (``python -m checkers
 RUN_DIR``).
 """
@@ -151,7 +151,7 @@ class Judgement:
         return result
 
     def _run(self, checks: list[RunDirCheck]) -> dict[str, dict[str, Any]]:
-        from checkers.log_rules import unknown_result
+        from checkers.verdict import unknown_result
 
         spark = self._spark() if any(c.spark for c in checks) else None
         parts: dict[str, dict[str, Any]] = {}

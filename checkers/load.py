@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from checkers.history_parquet import TypedTables
+
 __all__ = [
     "CACHE_FORMAT",
     "CheckerInputError",
@@ -80,7 +82,7 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     cached: bool = False  # True when an existing Parquet cache was reused
     rows: int = 0
-    #: The eos workload's typed tables, one directory each (histories only; see load_history).
+    #: The family's typed tables, one directory each (histories loaded with ``typed=``).
     tables: Path | None = None
 
 
@@ -377,30 +379,39 @@ READ_CHUNK = 20_000
 
 
 def load_history(
-    spark: SparkSession, run_or_file: str | os.PathLike[str], *, cache: bool = True
+    spark: SparkSession,
+    run_or_file: str | os.PathLike[str],
+    *,
+    cache: bool = True,
+    typed: Callable[[], TypedTables] | None = None,
 ) -> Loaded:
     """The merged history as a DataFrame with :func:`history_schema` columns.
 
     Validation is the history format's own (:func:`history.scan.scan_history`, which leaves
     every verdict it cannot prove to ``history.iter_history``): the same torn-last-line rule and
-    the same one-line errors as every other history consumer. ``Loaded.tables`` is where the
-    scan also wrote the eos workload's typed tables (:mod:`checkers.eos_extract`).
+    the same one-line errors as every other history consumer. ``typed``: a family's typed tables
+    (:class:`checkers.history_parquet.TypedTables`) the scan also writes, cached apart from a
+    load without them; ``Loaded.tables`` is where they are.
     """
     source = history_path(run_or_file)
     if not cache:
-        return _load_history(spark, source, cache)
+        return _load_history(spark, source, cache, typed)
     with _converting(source):
-        return _load_history(spark, source, cache)
+        return _load_history(spark, source, cache, typed)
 
 
-def _load_history(spark: SparkSession, source: Path, cache: bool) -> Loaded:
+def _load_history(
+    spark: SparkSession, source: Path, cache: bool, typed: Callable[[], TypedTables] | None
+) -> Loaded:
     from checkers.history_parquet import ParquetSinks
     from history import HistoryError
     from history.scan import scan_history
 
     if not source.is_file():
         raise CheckerInputError(f"{source}: no such history")
-    data, manifest, meta = _cached(source, "history", cache)
+    family = getattr(typed, "NAME", None)
+    name = "history" if family is None else f"history-{family}"
+    data, manifest, meta = _cached(source, name, cache)
     if meta is not None:
         df = spark.read.schema(history_schema()).parquet(str(data / "ops"))
         return Loaded(
@@ -410,17 +421,17 @@ def _load_history(spark: SparkSession, source: Path, cache: bool) -> Loaded:
             list(meta.get("notes", [])),
             True,
             meta["rows"],
-            data / "eos",
+            None if family is None else data / family,
         )
     fp = _fingerprint(source)
-    scratch = _scratch(data.parent if cache else None, "history")
+    scratch = _scratch(data.parent if cache else None, name)
     out = scratch / "parquet"
 
     def discard() -> None:
         shutil.rmtree(out, ignore_errors=True)
 
     try:
-        scanned = scan_history(source, ParquetSinks(str(out), READ_CHUNK), discard=discard)
+        scanned = scan_history(source, ParquetSinks(str(out), READ_CHUNK, typed), discard=discard)
     except HistoryError as e:
         shutil.rmtree(scratch, ignore_errors=True)
         raise CheckerInputError(str(e)) from None
@@ -440,4 +451,4 @@ def _load_history(spark: SparkSession, source: Path, cache: bool) -> Loaded:
         shutil.rmtree(scratch, ignore_errors=True)
         out = data
     df = spark.read.schema(history_schema()).parquet(str(out / "ops"))
-    return Loaded(df, source, header, notes, False, n, out / "eos")
+    return Loaded(df, source, header, notes, False, n, None if family is None else out / family)

@@ -73,7 +73,7 @@ def _queue_history(run_dir: Path) -> Path:
 
 
 def _evidence_run(ctx: RunContext) -> dict[str, Any]:
-    from checkers.log_evidence import check_evidence
+    from checkers.logs.run import check_evidence
 
     return check_evidence(
         ctx.run_dir,
@@ -85,13 +85,13 @@ def _evidence_run(ctx: RunContext) -> dict[str, Any]:
 
 
 def _eos_run(ctx: RunContext) -> dict[str, Any]:
-    from checkers.eos_checks import check_eos
+    from checkers.eos.run import check_eos
 
     return check_eos(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
 
 
 def _eos_prepare(ctx: RunContext) -> None:
-    from checkers.eos_checks import prepare_eos
+    from checkers.eos.run import prepare_eos
 
     prepare_eos(ctx.spark, ctx.run_dir, ctx.max_examples)
 
@@ -100,7 +100,7 @@ def _queue_run(ctx: RunContext) -> dict[str, Any]:
     """Jepsen's queue checks on the merged history, one checker named ``queue``; how the
     consumers got their partitions (which decides whether poll skips are allowed) comes
     from the run's workload options."""
-    from checkers.queue import HistoryInputError, check_queue, load_queue_history
+    from checkers.queue.checks import HistoryInputError, check_queue, load_queue_history
 
     sub_via = ctx.workload_options.get("sub_via", "assign")
     try:
@@ -113,7 +113,7 @@ def _queue_run(ctx: RunContext) -> dict[str, Any]:
 
 def _connect_run(ctx: RunContext) -> dict[str, Any]:
     """The connect checker (Spark engine) as one checker named ``connect``."""
-    from checkers.connect_spark import check_connect
+    from checkers.connect.run import check_connect
 
     result = check_connect(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
     part: dict[str, Any] = {"checkers": {"connect": result}}
@@ -124,7 +124,7 @@ def _connect_run(ctx: RunContext) -> dict[str, Any]:
 
 def _connect_prepare(ctx: RunContext) -> None:
     """Take the history apart into the run's Parquet cache while the cluster stops."""
-    from checkers.connect_spark import load_connect
+    from checkers.connect.run import load_connect
 
     try:
         _got, tmp = load_connect(ctx.run_dir)

@@ -3,7 +3,7 @@
 Why in ``history/``: a drained output record is history (the final ``read`` ops carry it
 verbatim), and the checkers join it back to its input through exactly these names and this
 encoding. The writers (``workloads.eos_processor``, ``workloads.eos_seeder``) and the readers
-(``checkers.eos_frames``, ``checkers.eos_pyref_parse``, the harness's drain tally) import
+(``checkers.eos.frames``, ``checkers.eos.pyref_parse``, the harness's drain tally) import
 them from here, so a header name or the transform cannot drift between who writes a record
 and who judges it. Documented in ``docs/history-format.md``, "Workload eos", "Records".
 Pure: no I/O.

@@ -1,6 +1,6 @@
 """A synthetic, valid broker log dump (``evidence/logdump.jsonl``), streamed to disk.
 
-Why: the broker-log checks (:mod:`checkers.log_evidence`) must be measured at millions of
+Why: the broker-log checks (:mod:`checkers.logs.checks`) must be measured at millions of
 records; three replicas of transactional producers writing TV2-style transactions give a dump
 that passes every check, so the benchmark times the checks, not anomaly reporting. A small
 one, with a small :mod:`history.synthetic_eos` history, is what :mod:`checkers.warm` checks to

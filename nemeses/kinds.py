@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nemeses import faults as f
+from nemeses.faults import base, brokers, clients, late, moments, network
 from nemeses.recipes import RECIPES, recipe
 from nemeses.targets import FaultContext
 
@@ -48,62 +48,62 @@ KINDS: dict[str, FaultKind] = {
     for k in [
         FaultKind(
             "partition",
-            f.partition_params,
-            f.partition_start,
-            f.partition_stop,
+            network.partition_params,
+            network.partition_start,
+            network.partition_stop,
             needs_netns=True,
             description="iptables cuts between node namespaces: isolate, halves, "
             "bridge, ring; aimed at a coordinator, a leader or the controller",
         ),
         FaultKind(
             "client-cut",
-            f.client_cut_params,
-            f.client_cut_start,
-            f.client_cut_stop,
+            network.client_cut_params,
+            network.client_cut_start,
+            network.client_cut_stop,
             description="toxiproxy down / timeout on one node's client path",
         ),
         FaultKind(
             "pause",
-            f.broker_params,
-            f.pause_start,
-            f.pause_stop,
+            brokers.broker_params,
+            brokers.pause_start,
+            brokers.pause_stop,
             description="SIGSTOP a broker, SIGCONT at the end",
         ),
         FaultKind(
             "kill",
-            f.kill_params,
-            f.kill_start,
-            f.kill_stop,
+            brokers.kill_params,
+            brokers.kill_start,
+            brokers.kill_stop,
             description="kill -9 (or clean stop) a broker, restart it at the end",
         ),
         FaultKind(
             "restart",
-            f.rolling_params,
-            f.rolling_start,
-            f.noop_stop,
+            brokers.rolling_params,
+            brokers.rolling_start,
+            base.noop_stop,
             instant=True,
             description="rolling restart of all brokers, clean or hard",
         ),
         FaultKind(
             "slow",
-            f.slow_params,
-            f.slow_start,
-            f.toxic_stop,
+            network.slow_params,
+            network.slow_start,
+            base.toxic_stop,
             description="toxiproxy latency+jitter, bandwidth or slicer on one node",
         ),
         FaultKind(
             "late-request",
-            f.late_request_params,
-            f.late_request_start,
-            f.toxic_stop,
+            late.late_request_params,
+            late.late_request_start,
+            base.toxic_stop,
             description="hold one node's client->broker path past the transaction "
             "timeout, then let it through (KIP-890 late arrival)",
         ),
         FaultKind(
             "late-endtxn",
-            f.late_endtxn_params,
-            f.late_endtxn_start,
-            f.late_endtxn_stop,
+            late.late_endtxn_params,
+            late.late_endtxn_start,
+            late.late_endtxn_stop,
             needs_clients=True,
             bug_probe=True,
             description="withhold a processor's EndTxn at its coordinator's proxy (the "
@@ -112,9 +112,9 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "late-produce",
-            f.late_produce_params,
-            f.late_produce_start,
-            f.late_produce_stop,
+            late.late_produce_params,
+            late.late_produce_start,
+            late.late_produce_stop,
             needs_clients=True,
             bug_probe=True,
             description="withhold a processor's Produce at a partition leader's proxy (the "
@@ -123,17 +123,17 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "pause-processor",
-            f.processor_params,
-            f.processor_pause_start,
-            f.processor_pause_stop,
+            base.processor_params,
+            clients.processor_pause_start,
+            clients.processor_pause_stop,
             needs_clients=True,
             description="SIGSTOP a processor for less than its session timeout",
         ),
         FaultKind(
             "zombie",
-            f.processor_params,
-            f.zombie_start,
-            f.processor_pause_stop,
+            base.processor_params,
+            clients.zombie_start,
+            clients.processor_pause_stop,
             needs_clients=True,
             zombie=True,
             description="SIGSTOP a processor past its session timeout, then resume "
@@ -141,9 +141,9 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "cut-processor",
-            f.processor_params,
-            f.cut_processor_start,
-            f.cut_processor_stop,
+            base.processor_params,
+            clients.cut_processor_start,
+            clients.cut_processor_stop,
             needs_netns=True,
             needs_clients=True,
             zombie_share=0.5,
@@ -153,18 +153,18 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "kill-processor",
-            f.processor_params,
-            f.processor_kill_start,
-            f.noop_stop,
+            base.processor_params,
+            clients.processor_kill_start,
+            base.noop_stop,
             needs_clients=True,
             instant=True,
             description="SIGKILL a processor; the workload starts a new instance",
         ),
         FaultKind(
             "roll-processors",
-            f.roll_params,
-            f.roll_processors_start,
-            f.noop_stop,
+            clients.roll_params,
+            clients.roll_processors_start,
+            base.noop_stop,
             needs_clients=True,
             instant=True,
             description="restart every processor in turn (SIGTERM, or SIGKILL for a hard "
@@ -172,9 +172,9 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "crash-clients",
-            f.crash_params,
-            f.crash_start,
-            f.crash_stop,
+            moments.crash_params,
+            moments.crash_start,
+            moments.crash_stop,
             needs_clients=True,
             stream=True,
             description="a steady stream of processor crashes, each armed to SIGKILL "
@@ -183,18 +183,18 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "pause-at",
-            f.moment_params,
-            f.pause_at_start,
-            f.processor_pause_stop,
+            moments.moment_params,
+            moments.pause_at_start,
+            clients.processor_pause_stop,
             needs_clients=True,
             needs_hooks=True,
             description="a processor SIGSTOPs itself at a protocol moment, SIGCONT at the end",
         ),
         FaultKind(
             "coordinator-at",
-            f.coordinator_params,
-            f.coordinator_at_start,
-            f.coordinator_at_stop,
+            moments.coordinator_params,
+            moments.coordinator_at_start,
+            moments.coordinator_at_stop,
             needs_clients=True,
             needs_hooks=True,
             description="pause, isolate or client-cut a processor's transaction or group "
@@ -202,9 +202,9 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "hijack",
-            f.processor_params,
-            f.hijack_start,
-            f.noop_stop,
+            base.processor_params,
+            clients.hijack_start,
+            base.noop_stop,
             needs_clients=True,
             instant=True,
             description="init_transactions with a live processor's transactional.id",

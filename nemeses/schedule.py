@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemeses.faults import MOMENTS, crash_actions, crash_moments
+from history.moments import MOMENTS
+from nemeses.faults.moments import crash_actions, crash_moments
 from nemeses.kinds import KINDS
 
 SCHEDULE_FORMAT = 1

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from checkers import anomalies as A
-from checkers import eos_results, log_rules
-from checkers.queue import ANOMALY_TYPES as QUEUE_TYPES
+from checkers.eos import results as eos_results
+from checkers.logs import rules as log_rules
+from checkers.queue.checks import ANOMALY_TYPES as QUEUE_TYPES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "anomalies.md"
 

@@ -10,7 +10,7 @@ import pytest
 
 from common.waits import wait_for
 from harness.kafka.coordinators import describe_transaction_coordinator
-from nemeses.faults import END_TXN_API_KEY, NEXT_TXN_API_KEYS
+from nemeses.faults.late import END_TXN_API_KEY, NEXT_TXN_API_KEYS
 from tests.kafka_io import (
     client_metadata,
     commit_one_then_begin_next,

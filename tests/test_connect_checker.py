@@ -1,4 +1,4 @@
-"""Tests of the connect checker: Spark (checkers.connect_spark) against the Python reference.
+"""Tests of the connect checker: Spark (checkers.connect.checks) against the Python reference.
 
 No Kafka: a small model of a Kafka Connect exactly-once source connector (tasks writing
 consecutive seqnos in transactions, committing their source offsets with each batch, task
@@ -25,15 +25,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers import anomalies as A
-from checkers.connect_pyref import check_connect_pyref
-from checkers.connect_results import ANOMALY_TYPES, NO_DUMP_NOTE, NO_JOURNAL_NOTE
-from checkers.connect_rows import (
+from checkers.connect.extract import (
     Confirmed,
     parse_confirmed,
     parse_data,
     parse_offset_key,
     parse_offset_value,
 )
+from checkers.connect.pyref import check_connect_pyref
+from checkers.connect.results import ANOMALY_TYPES, NO_DUMP_NOTE, NO_JOURNAL_NOTE
 from checkers.suites import SUITES
 from history import Recorder, merge_histories
 from history.logdump import CheckerInputError
@@ -468,7 +468,7 @@ def spark() -> Iterator[Any]:
 
 def both(spark: Any, run: Path, max_examples: int = 3) -> dict[str, Any]:
     """Spark and the reference; their whole results must be equal, examples included."""
-    from checkers.connect_spark import check_connect
+    from checkers.connect.run import check_connect
 
     ref = check_connect_pyref(run, max_examples=max_examples)
     got = check_connect(run, spark=spark, max_examples=max_examples)
@@ -596,7 +596,7 @@ def test_every_connect_type_is_defined_once_and_documented() -> None:
 def test_every_example_names_its_seqno_but_a_malformed_record() -> None:
     """The report follows an example's ``value``; a record that is not the connector's has no
     seqno to follow, so its examples name none (rather than a made-up one)."""
-    from checkers import connect_results as X
+    from checkers.connect import results as X
 
     r = X.record(DATA, 0, 5, "x", "not json")
     assert X.aborted_read(2, 7, r, None)["value"] == "2:7"
@@ -632,7 +632,7 @@ def test_the_connect_suite_runs_the_spark_engine() -> None:
 def test_an_incomplete_final_read_makes_the_verdict_unknown(
     tmp_path: Path, finals: dict[Any, str | None], reason: str
 ) -> None:
-    from checkers.connect_spark import check_connect
+    from checkers.connect.run import check_connect
 
     # anomalies, acknowledged-lost among them (as lost, it needs every read), yet unknown
     s, _c, _f = planted(3, ["duplicate", "acknowledged-lost"], tasks=3)
@@ -648,7 +648,7 @@ def test_an_incomplete_final_read_makes_the_verdict_unknown(
 
 
 def test_an_engine_failure_is_unknown_never_valid(tmp_path: Path) -> None:
-    from checkers.connect_spark import check_connect
+    from checkers.connect.run import check_connect
 
     run = simulate(4, tasks=2).write(tmp_path / "run")
     got = check_connect(run, spark=object())  # not a session: every query fails
@@ -693,7 +693,7 @@ def test_a_history_scanned_in_parallel_chunks_gives_the_same_rows(
     and as Parquet, as one pass in this process does."""
     import pyarrow.parquet as pq
 
-    from checkers.connect_rows import scan_connect
+    from checkers.connect.views import scan_connect
     from history import scan
 
     s, _c, _f = planted(4, ["lost", "malformed-record"], tasks=4, partitions=3)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from checkers.connect_pyref import check_connect_pyref
+from checkers.connect.pyref import check_connect_pyref
 from common.errors import HarnessError
 from common.waits import wait_for
 from harness.run.options import RunContext, RunOptions

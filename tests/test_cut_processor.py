@@ -26,7 +26,8 @@ from common.waits import wait_for
 from harness.substrate import base as substrate_base
 from harness.substrate import runstate
 from history import load_history, read_process_file
-from nemeses.faults import FaultError, cut_processor_start, cut_processor_stop
+from nemeses.faults.base import FaultError
+from nemeses.faults.clients import cut_processor_start, cut_processor_stop
 from nemeses.kinds import KINDS, parse_kinds, skipped_by_all
 from nemeses.schedule import generate
 from nemeses.targets import FaultContext, resolve_processor

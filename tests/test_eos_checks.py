@@ -1,4 +1,4 @@
-"""Tests of the eos checks: Spark (checkers.eos_checks) against the Python reference.
+"""Tests of the eos checks: Spark (checkers.eos.checks) against the Python reference.
 
 No Kafka: histories are simulated here (a small consume-transform-produce model that is correct
 by construction, then mutated to break one promise at a time) or copied from real stored runs
@@ -21,10 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import eos_checks, eos_pyref, eos_rules
 from checkers.anomalies import lookup
-from checkers.eos_checks import check_eos
-from checkers.eos_pyref import SAFETY_CHECKS, check_eos_py
+from checkers.eos import pyref as eos_pyref
+from checkers.eos import rules as eos_rules
+from checkers.eos import run as eos_run
+from checkers.eos.pyref import SAFETY_CHECKS, check_eos_py
+from checkers.eos.run import check_eos
 from checkers.load import CheckerInputError
 
 DATA = Path(__file__).parent / "data" / "eos"
@@ -837,15 +839,15 @@ def test_checks_run_before_the_dump_give_the_verdict_of_a_check_from_scratch(
     lines = lay_out(s, late={q: ((str(i), str(n_seq)), (str(i), str(m_seq)), True)})
     s.finish()
     run = s.write(tmp_path / "run")
-    eos_checks.prepare_eos(spark, run, 3)
-    (early,) = eos_checks._EARLY.values()
+    eos_run.prepare_eos(spark, run, 3)
+    (early,) = eos_run._EARLY.values()
     assert {"duplicate", "order", "zombie-write", ""} <= set(early)
     needs_dump = {"committed-in-later-transaction", "aborted-read", "premature-commit"}
     assert not needs_dump & set(early)
     assert early["duplicate"]["count"] == 1
     write_dump(run, lines)
     got = check_eos(run, spark=spark, max_examples=3)
-    assert not eos_checks._EARLY  # taken by the check
+    assert not eos_run._EARLY  # taken by the check
     assert got["anomalies"]["committed-in-later-transaction"] == 1
     assert got["checkers"]["committed-in-later-transaction"]["examples"][0]["log"]
     fresh = tmp_path / "fresh"
@@ -1189,7 +1191,7 @@ def test_a_failing_check_is_unknown_never_valid(
     def boom(*_a: Any) -> dict[str, Any]:
         raise RuntimeError("spark went away")
 
-    monkeypatch.setitem(eos_checks.CHECKS, "order", boom)
+    monkeypatch.setitem(eos_run.CHECKS, "order", boom)
     got = check_eos(built(tmp_path, 4), spark=spark)
     assert got["checkers"]["order"]["valid"] == "unknown"
     assert "spark went away" in got["checkers"]["order"]["error"]

@@ -1,4 +1,4 @@
-"""Tests for checkers/eos_extract.py: the typed fast path must give the general path's rows.
+"""Tests for checkers/eos/extract.py: the typed fast path must give the general path's rows.
 
 The general path reads an op's value the way Spark's ``from_json`` reads it into the eos
 schemas (a field of the wrong type is null, a number in a string field is its text); the
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.arrow_rows import rows_table
-from checkers.eos_extract import SCHEMAS, EosTables
+from checkers.eos.extract import SCHEMAS, EosTables
 
 scalars = (
     st.none()

@@ -1,7 +1,7 @@
-"""Tests for checkers/eos_views.py: the views the eos checks read, joined with Arrow.
+"""Tests for checkers/eos/views.py: the views the eos checks read, joined with Arrow.
 
 Each drained record must be mapped back to its input the way the Python reference maps it
-(:func:`checkers.eos_pyref_parse.resolve_record`): by its source headers when it has both, by
+(:func:`checkers.eos.pyref_parse.resolve_record`): by its source headers when it has both, by
 its value otherwise; and to its writer transaction by its headers. The small facts (committed
 offsets, fences, the drain op) follow the history's order.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from checkers.eos_extract import EosTables
-from checkers.eos_views import write_views
+from checkers.eos.extract import EosTables
+from checkers.eos.views import write_views
 
 
 def _views(tmp_path: Path, ops: list[tuple[Any, str, str, dict[str, Any]]]) -> tuple[dict, dict]:

@@ -21,7 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import log_pyref, log_rules
+from checkers.logdump import pyref as dump_pyref
+from checkers.logs import pyref as log_pyref
+from checkers.logs import rules as log_rules
 from history.logdump import CheckerInputError, read_logdump
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,7 +338,7 @@ def py_check(path: Path, tv: int | None = None, n: int = 50) -> dict[str, Any]:
 
 
 def spark_check(spark: Any, path: Path, tv: int | None = None, n: int = 50) -> dict[str, Any]:
-    from checkers.log_evidence import evidence_checks
+    from checkers.logs.run import evidence_checks
 
     return evidence_checks(spark, path, transaction_version=tv, max_examples=n)
 
@@ -485,7 +487,7 @@ def test_log_positions_agree_and_place_records_between_markers(spark: Any, tmp_p
     """Both engines place each data record among its producer's transactions alike (the
     eos checks' join with the history), on a hand-made log and a real one."""
     from checkers.load import load_logdump
-    from checkers.log_evidence import log_positions, pos_of, prepare
+    from checkers.logdump.evidence import log_positions, pos_of, prepare
 
     log = clean_log(0)
     log[("data", "t", 2)] = [data_rec(1, 3)]  # open
@@ -497,9 +499,9 @@ def test_log_positions_agree_and_place_records_between_markers(spark: Any, tmp_p
             got = {(r["partition"], r["offset"]): pos_of(r) for r in rows}
         finally:
             ev.release()
-        ref = log_pyref.log_positions(read_logdump(path), topic)
+        ref = dump_pyref.log_positions(read_logdump(path), topic)
         assert got == ref and len(rows) == len(ref) and ref, (path, topic)
-    pos = log_pyref.log_positions(read_logdump(hand), "t")
+    pos = dump_pyref.log_positions(read_logdump(hand), "t")
     # Partition 0 (TV0): producer 1 commits offset 0, then offset 3 is aborted by offset 6.
     assert pos[(0, 0)].end_marker == (2, "COMMIT", 0) and pos[(0, 0)].prior_marker is None
     assert pos[(0, 3)].prior_marker == (2, "COMMIT", 0) and pos[(0, 3)].outcome == "aborted"
@@ -510,7 +512,8 @@ def test_log_positions_agree_and_place_records_between_markers(spark: Any, tmp_p
 
 def test_aborted_in_log_dataframe(spark: Any, tmp_path: Path) -> None:
     from checkers.load import load_logdump
-    from checkers.log_evidence import aborted_in_log, prepare
+    from checkers.logdump.evidence import prepare
+    from checkers.logs.checks import aborted_in_log
 
     log = clean_log(2)
     log[("data", "t", 2)] = [data_rec(1, 3)]  # open
@@ -699,7 +702,7 @@ def test_cli_run_dir(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_spark_failure_in_process_is_unknown(spark: Any, tmp_path: Path) -> None:
-    from checkers.log_evidence import check_evidence
+    from checkers.logs.run import check_evidence
 
     run = run_dir_with(tmp_path, materialize(clean_log(0)))
     res = check_evidence(run, "local[1]")  # a session with another master is running

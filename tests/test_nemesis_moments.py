@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from common.procfs import process_state
-from nemeses import faults as f
+from nemeses.faults import base
+from nemeses.faults import clients as client_faults
+from nemeses.faults import moments as moment_faults
 from nemeses.targets import FaultContext
 
 
@@ -106,10 +108,10 @@ def test_crash_clients_arms_each_processor_at_its_moment_and_records_the_hits(
 ) -> None:
     ctx = FaultContext(FakeCluster(), clients)  # type: ignore[arg-type]
     moments = ["after-flush", "after-commit", "during-commit"]
-    details = f.crash_start(ctx, {"pick": 1, "delay_ms": 3, "moments": moments})
+    details = moment_faults.crash_start(ctx, {"pick": 1, "delay_ms": 3, "moments": moments})
     assert details["mode"] == "armed"
     assert details["armed"] == {"2": "after-flush", "3": "after-commit", "1": "during-commit"}
-    result = f.crash_stop(ctx, details)
+    result = moment_faults.crash_stop(ctx, details)
     assert sorted((h["instance"], h["at"], h["txn"]) for h in result["hit"]) == [
         (1, "during-commit", 4),
         (2, "after-flush", 4),
@@ -123,8 +125,8 @@ def test_crash_clients_disarms_what_did_not_fire() -> None:
     c = FakeClients(1, reach=False)
     try:
         ctx = FaultContext(FakeCluster(), c)  # type: ignore[arg-type]
-        details = f.crash_start(ctx, {"pick": 0, "moments": ["before-commit"]})
-        result = f.crash_stop(ctx, details)
+        details = moment_faults.crash_start(ctx, {"pick": 0, "moments": ["before-commit"]})
+        result = moment_faults.crash_stop(ctx, details)
         assert result == {"hit": [], "missed": [{"instance": 1, "at": "before-commit"}]}
         assert c.armed == {}  # disarmed
         assert c.procs[1].poll() is None
@@ -137,10 +139,10 @@ def test_crash_clients_without_hooks_kills_directly() -> None:
     c = FakeClients(2, hooks=False)
     try:
         ctx = FaultContext(FakeCluster(), c)  # type: ignore[arg-type]
-        details = f.crash_start(ctx, {"pick": 1, "moments": ["after-flush"]})
+        details = moment_faults.crash_start(ctx, {"pick": 1, "moments": ["after-flush"]})
         assert details["mode"] == "direct" and details["targets"] == [2]
         assert c.procs[2].wait(timeout=10) == -signal.SIGKILL
-        assert f.crash_stop(ctx, details) == {}
+        assert moment_faults.crash_stop(ctx, details) == {}
     finally:
         for p in c.procs.values():
             p.kill()
@@ -153,14 +155,14 @@ def test_coordinator_at_pauses_that_processors_coordinator_then_lets_it_continue
     cluster = FakeCluster()
     ctx = FaultContext(cluster, clients)  # type: ignore[arg-type]
     params = {"pick": 0, "at": "before-commit", "fault": "pause", "mode": "down"}
-    details = f.coordinator_at_start(ctx, params)
+    details = moment_faults.coordinator_at_start(ctx, params)
     # EndTxn goes to the transaction coordinator of instance 1's transactional id.
     assert details["targets"] == [2] and details["processor"] == 1
     assert details["at"] == "before-commit" and details["txn"] == 4
     assert "t-1" in details["why"]
     assert cluster.paused == [2]
     assert process_state(clients.procs[1].pid) not in ("T", None)  # continued into it
-    f.coordinator_at_stop(ctx, details)
+    moment_faults.coordinator_at_stop(ctx, details)
     assert cluster.paused == []
 
 
@@ -170,10 +172,10 @@ def test_coordinator_at_partition_without_namespaces_cuts_the_client_path(
     cluster = FakeCluster()
     ctx = FaultContext(cluster, clients)  # type: ignore[arg-type]
     params = {"pick": 2, "at": "after-commit", "fault": "partition", "mode": "down"}
-    details = f.coordinator_at_start(ctx, params)
+    details = moment_faults.coordinator_at_start(ctx, params)
     assert details["fault"] == "client-cut" and details["targets"] == [3]  # group coordinator
     assert cluster.paused == [3]
-    f.coordinator_at_stop(ctx, details)
+    moment_faults.coordinator_at_stop(ctx, details)
     assert cluster.paused == []
 
 
@@ -181,8 +183,8 @@ def test_pause_at_needs_hooks_and_a_reached_moment() -> None:
     c = FakeClients(1, hooks=False)
     try:
         ctx = FaultContext(FakeCluster(), c)  # type: ignore[arg-type]
-        with pytest.raises(f.FaultError, match="hook points"):
-            f.pause_at_start(ctx, {"pick": 0, "at": "after-flush"})
+        with pytest.raises(base.FaultError, match="hook points"):
+            moment_faults.pause_at_start(ctx, {"pick": 0, "at": "after-flush"})
     finally:
         c.procs[1].kill()
         c.procs[1].wait()
@@ -190,8 +192,8 @@ def test_pause_at_needs_hooks_and_a_reached_moment() -> None:
 
 def test_pause_at_stops_the_processor_at_its_moment(clients: FakeClients) -> None:
     ctx = FaultContext(FakeCluster(), clients)  # type: ignore[arg-type]
-    details = f.pause_at_start(ctx, {"pick": 0, "at": "before-offsets"})
+    details = moment_faults.pause_at_start(ctx, {"pick": 0, "at": "before-offsets"})
     assert details["at"] == "before-offsets" and details["txn"] == 4
     assert process_state(clients.procs[1].pid) == "T"
-    f.processor_pause_stop(ctx, details)
+    client_faults.processor_pause_stop(ctx, details)
     assert process_state(clients.procs[1].pid) != "T"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nemeses.faults import _partition_groups
+from nemeses.faults.network import _partition_groups
 from nemeses.kinds import KINDS, parse_kinds
 from nemeses.schedule import generate, load
 
@@ -88,7 +88,8 @@ def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
     """``all`` keeps processors crashing (a steady stream beside the broker faults), and
     the seeded cycle of moments reaches every window of a transaction within 60 s, with
     kills and with abortable failures."""
-    from nemeses.faults import ABORT_MOMENTS, ARMED_PER_EVENT, MOMENTS
+    from history.moments import ABORT_MOMENTS, MOMENTS
+    from nemeses.faults.moments import ARMED_PER_EVENT
     from nemeses.schedule import STREAM_INTERVAL
 
     sched = generate(parse_kinds("all"), seed=7, time_limit=60)
@@ -117,7 +118,8 @@ def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
 
 
 def test_moment_params_are_drawn_from_the_seed_and_replay(tmp_path: Path) -> None:
-    from nemeses.faults import COORDINATOR_MOMENTS, MOMENTS
+    from history.moments import MOMENTS
+    from nemeses.faults.moments import COORDINATOR_MOMENTS
 
     kinds = parse_kinds("pause-at,coordinator-at,crash-clients")
     sched = generate(kinds, seed=5, time_limit=300)
@@ -153,8 +155,8 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
 def test_moments_are_the_processors_hook_points() -> None:
     """The nemesis side names moments the eos processor knows (``during-commit`` is armed
     at ``before-commit`` with a delay)."""
-    from nemeses.faults import COORDINATOR_MOMENTS, MOMENTS
-    from workloads.eos_config import HOOK_POINTS
+    from history.moments import HOOK_POINTS, MOMENTS
+    from nemeses.faults.moments import COORDINATOR_MOMENTS
 
     assert set(MOMENTS) == {*HOOK_POINTS, "during-commit"}
     assert set(COORDINATOR_MOMENTS) <= set(HOOK_POINTS)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from nemeses.faults import FaultError, roll_processors_start
+from nemeses.faults.base import FaultError
+from nemeses.faults.clients import roll_processors_start
 from nemeses.targets import ROLE_SHIFT, FaultContext, resolve_processor
 
 

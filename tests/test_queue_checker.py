@@ -1,4 +1,4 @@
-"""Tests for the ``queue`` checker (``checkers.queue``) and its CLI.
+"""Tests for the ``queue`` checker (``checkers.queue.checks``) and its CLI.
 
 Why these tests: the checker's verdict decides whether a Kafka run is reported as broken, so
 each anomaly needs a minimal history that triggers it, allowed anomalies must not flip the
@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from checkers.queue import (
+from checkers.queue.checks import (
     ANOMALY_TYPES,
     HistoryInputError,
     allowed_anomaly_types,
     check_queue,
     load_queue_history,
 )
-from checkers.queue_cycles import strongly_connected_components
+from checkers.queue.cycles import strongly_connected_components
 
 DATA = Path(__file__).parent / "data" / "queue"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((DATA / "expected.json").read_text())

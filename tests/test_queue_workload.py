@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from checkers.queue import check_queue, load_queue_history
+from checkers.queue.checks import check_queue, load_queue_history
 from common.errors import HarnessError
 from common.waits import wait_for
 from history import Recorder, check_pairing, load_history, merge_histories, read_process_file

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from common.errors import HarnessError
+from history.moments import HOOK_POINTS
 from workloads import jsonconfig
 from workloads.clients import client_settings_problem, probe_client_settings
 
@@ -23,8 +24,6 @@ from workloads.clients import client_settings_problem, probe_client_settings
 #: checkers can be shown to catch them.
 VARIANTS = ("eos", "at-least-once", "offsets-outside-txn", "read-uncommitted", "no-rewind")
 TXN_ID_STRATEGIES = ("unique", "static")
-#: Where a test-only hook may fire inside one unit of processing, in execution order.
-HOOK_POINTS = ("after-produce", "after-flush", "before-offsets", "before-commit", "after-commit")
 HOOK_ACTIONS = ("kill", "stop", "exit")
 #: Producer settings of a processor, before the user's ``--client-config``.
 PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})

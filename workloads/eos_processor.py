@@ -43,6 +43,7 @@ from history.eos_records import (
     H_TXN_SEQ,
     transform,
 )
+from history.moments import DURING_COMMIT
 from workloads.clients import Calls, ClientError, Exit, TxnDelay, make_clients, subscribe
 from workloads.eos_config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
 from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
@@ -151,7 +152,7 @@ class Processor:
         if armed is None:
             return
         at = armed["at"]
-        if at != point and not (at == "during-commit" and point == "before-commit"):
+        if at != point and not (at == DURING_COMMIT and point == "before-commit"):
             return
         self.armed = None
         fired = {"at": at, "action": armed["action"], "txn": self.seq, "pid": os.getpid()}
@@ -162,7 +163,7 @@ class Processor:
         if armed["action"] == "abort":
             raise deliberate_abort("INJECTED_ABORT", f"an abortable failure armed at {at}")
         sig = signal.SIGKILL if armed["action"] == "kill" else signal.SIGSTOP
-        if at == "during-commit":
+        if at == DURING_COMMIT:
             delay = float(armed.get("delay_ms", 0)) / 1000
             threading.Timer(delay, os.kill, (os.getpid(), sig)).start()
         else:

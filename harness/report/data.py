@@ -217,7 +217,7 @@ def log_steps(
     results: dict[str, Any] | None, wall0: int | None, end: float = 0.0
 ) -> list[tuple[str, dict[str, Any]]]:
     """One journey step per checker example that carries broker-log evidence (``log``, see
-    ``checkers.log_rules.position_evidence``), for each value the example names.
+    ``checkers.logs.rules.position_evidence``), for each value the example names.
 
     Why: the history says what clients believed; the dump says what the brokers stored. A
     record committed by a later transaction, an aborted record a reader saw, a stuck last
