@@ -223,7 +223,7 @@ def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Ca
     against the worker's cluster (and the workload's processes, if given) and stops it at
     exit; the cluster is healed after the test either way."""
     from nemeses.engine import Nemesis as Engine
-    from nemeses.kinds import parse_kinds
+    from nemeses.kinds import parse_nemesis
     from nemeses.schedule import generate
     from nemeses.targets import FaultContext
 
@@ -242,7 +242,7 @@ def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Ca
     ) -> Iterator[Engine]:
         seed = request.config.getoption("--seed") if seed is None else seed
         schedule = generate(
-            parse_kinds(kinds, hooks=bool(getattr(clients, "hooks", False))),
+            parse_nemesis(kinds).kinds(hooks=bool(getattr(clients, "hooks", False))),
             seed=seed or 0,
             time_limit=time_limit,
             interval=interval,
@@ -339,7 +339,7 @@ def scenario(
                 stacklevel=2,
             )
         run_dir = harness_store / "scenarios" / tag
-        nemeses = [ScheduledNemesis(options)] if nemesis != "none" else []
+        nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
         result = execute(kafka_cluster, options, run_dir, nemeses)
         verdict = judge(run_dir)
         report = write_report(run_dir)

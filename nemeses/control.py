@@ -1,34 +1,61 @@
 """What a nemesis may touch, as structural interfaces.
 
 Nemeses do not import the harness or the workloads: they are handed objects that have these
-methods. The harness's ``Cluster`` satisfies :class:`ClusterControl`; a workload supervisor
-satisfies :class:`ClientControl`. Unit tests hand in fakes; integration tests the real things.
+methods. A cluster's abilities are small protocols (:class:`Lookups`, :class:`NetworkFaults`,
+:class:`Signals`, :class:`Toxics`, :class:`ClientCuts`), as Jepsen's optional database
+abilities are: a fault kind names the ones it needs, and ``all`` leaves out the kinds a cluster
+cannot serve (:func:`abilities_of`). The harness's backends have them all
+(:class:`ClusterControl`); a workload supervisor satisfies :class:`ClientControl`. Unit tests
+hand in fakes; integration tests the real things.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
-class ClusterControl(Protocol):
-    """The cluster verbs a fault uses (``harness.substrate.api.Cluster`` has them all)."""
+@runtime_checkable
+class Lookups(Protocol):
+    """Who holds a role now: what every aimed fault resolves its symbolic target with."""
 
     def node_ids(self) -> list[int]: ...
-    @property
-    def uses_netns(self) -> bool: ...
     def leader(self, topic: str, partition: int) -> int | None: ...
     def group_coordinator(self, group_id: str) -> int | None: ...
     def txn_coordinator(self, transactional_id: str) -> int | None: ...
     def active_controller(self) -> int: ...
+    def registered_brokers(self) -> set[int]: ...
+
+
+@runtime_checkable
+class NetworkFaults(Protocol):
+    """Cuts between brokers (iptables in their namespaces or containers), probed."""
+
+    @property
+    def uses_netns(self) -> bool: ...
     def partition(self, *groups: list[int]) -> None: ...
     def heal(self) -> None: ...
     def can_reach(self, src: int, dst: int) -> bool: ...
+
+
+@runtime_checkable
+class Signals(Protocol):
+    """A broker process stopped, continued, killed, stopped cleanly and started again."""
+
     def pause(self, node_id: int) -> None: ...
     def resume(self, node_id: int) -> None: ...
     def kill(self, node_id: int) -> None: ...
     def stop_node(self, node_id: int) -> bool: ...
     def start_node(self, node_id: int, timeout: float = 60.0) -> None: ...
     def restart(self, node_id: int, *, clean: bool = False, timeout: float = 60.0) -> None: ...
+    def node_state(self, node_id: int) -> str | None: ...
+    def node_alive(self, node_id: int) -> bool: ...
+
+
+@runtime_checkable
+class Toxics(Protocol):
+    """The clients' path to each broker through a proxy (toxiproxy): toxics, a proxy down,
+    a request held and delivered late."""
+
     def add_toxic(
         self, node_id: int, kind: str, attributes: dict[str, Any] | None = None, **options: Any
     ) -> str: ...
@@ -37,9 +64,12 @@ class ClusterControl(Protocol):
     def release_held(self, node_id: int, arm: int) -> list[dict[str, Any]]: ...
     def proxy_down(self, node_id: int) -> None: ...
     def proxy_up(self, node_id: int) -> None: ...
-    def node_state(self, node_id: int) -> str | None: ...
-    def node_alive(self, node_id: int) -> bool: ...
-    def registered_brokers(self) -> set[int]: ...
+
+
+@runtime_checkable
+class ClientCuts(Protocol):
+    """One client process off the network by its group id (root iptables, owner match)."""
+
     def cut_client(self, gid: int) -> None:
         """Cut every client process of group ``gid`` (``ClientControl.processor_gids``) off
         the network, both ways; verified in the rules before it returns."""
@@ -53,6 +83,28 @@ class ClusterControl(Protocol):
         """Probe: whether a process of group ``gid`` gets an answer from the brokers' client
         addresses."""
         ...
+
+
+#: The abilities a fault kind may need (``nemeses.kinds.FaultKind.needs``), by name.
+ABILITIES: dict[str, type] = {
+    "network": NetworkFaults,
+    "signals": Signals,
+    "toxics": Toxics,
+    "client-cuts": ClientCuts,
+}
+
+
+def abilities_of(cluster: object) -> frozenset[str]:
+    """The abilities ``cluster`` has (every one, for None: a schedule made before a cluster
+    exists assumes a full one, and the cluster is asked again when the faults start)."""
+    if cluster is None:
+        return frozenset(ABILITIES)
+    return frozenset(name for name, ability in ABILITIES.items() if isinstance(cluster, ability))
+
+
+class ClusterControl(Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Protocol):
+    """Every ability together, and undoing every fault at once: what both of the harness's
+    backends offer (``harness.substrate.api.Cluster`` extends it)."""
 
     def heal_all(self) -> None: ...
 

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from nemeses.control import ABILITIES
 from nemeses.faults import base, brokers, clients, late, moments, network
-from nemeses.recipes import RECIPES, recipe
+from nemeses.recipes import RECIPES, Recipe, recipe
 from nemeses.targets import FaultContext
 
 Params = Callable[[random.Random, int, bool], dict[str, Any]]
@@ -40,6 +41,9 @@ class FaultKind:
     #: Aimed at a known Kafka bug: ``all`` leaves it out (a correct client would be judged
     #: by Kafka's bug, not its own conduct); name it, or use a recipe that does.
     bug_probe: bool = False
+    #: The cluster abilities it acts through (``nemeses.control.ABILITIES``): ``all`` leaves
+    #: it out on a cluster without one of them, and naming it there is refused.
+    needs: tuple[str, ...] = ()
     description: str = ""
 
 
@@ -51,6 +55,7 @@ KINDS: dict[str, FaultKind] = {
             network.partition_params,
             network.partition_start,
             network.partition_stop,
+            needs=("network",),
             needs_netns=True,
             description="iptables cuts between node namespaces: isolate, halves, "
             "bridge, ring; aimed at a coordinator, a leader or the controller",
@@ -60,6 +65,7 @@ KINDS: dict[str, FaultKind] = {
             network.client_cut_params,
             network.client_cut_start,
             network.client_cut_stop,
+            needs=("toxics",),
             description="toxiproxy down / timeout on one node's client path",
         ),
         FaultKind(
@@ -67,6 +73,7 @@ KINDS: dict[str, FaultKind] = {
             brokers.broker_params,
             brokers.pause_start,
             brokers.pause_stop,
+            needs=("signals",),
             description="SIGSTOP a broker, SIGCONT at the end",
         ),
         FaultKind(
@@ -74,6 +81,7 @@ KINDS: dict[str, FaultKind] = {
             brokers.kill_params,
             brokers.kill_start,
             brokers.kill_stop,
+            needs=("signals",),
             description="kill -9 (or clean stop) a broker, restart it at the end",
         ),
         FaultKind(
@@ -81,6 +89,7 @@ KINDS: dict[str, FaultKind] = {
             brokers.rolling_params,
             brokers.rolling_start,
             base.noop_stop,
+            needs=("signals",),
             instant=True,
             description="rolling restart of all brokers, clean or hard",
         ),
@@ -89,6 +98,7 @@ KINDS: dict[str, FaultKind] = {
             network.slow_params,
             network.slow_start,
             base.toxic_stop,
+            needs=("toxics",),
             description="toxiproxy latency+jitter, bandwidth or slicer on one node",
         ),
         FaultKind(
@@ -96,6 +106,7 @@ KINDS: dict[str, FaultKind] = {
             late.late_request_params,
             late.late_request_start,
             base.toxic_stop,
+            needs=("toxics",),
             description="hold one node's client->broker path past the transaction "
             "timeout, then let it through (KIP-890 late arrival)",
         ),
@@ -104,6 +115,7 @@ KINDS: dict[str, FaultKind] = {
             late.late_endtxn_params,
             late.late_endtxn_start,
             late.late_endtxn_stop,
+            needs=("toxics",),
             needs_clients=True,
             bug_probe=True,
             description="withhold a processor's EndTxn at its coordinator's proxy (the "
@@ -115,6 +127,7 @@ KINDS: dict[str, FaultKind] = {
             late.late_produce_params,
             late.late_produce_start,
             late.late_produce_stop,
+            needs=("toxics",),
             needs_clients=True,
             bug_probe=True,
             description="withhold a processor's Produce at a partition leader's proxy (the "
@@ -144,6 +157,7 @@ KINDS: dict[str, FaultKind] = {
             base.processor_params,
             clients.cut_processor_start,
             clients.cut_processor_stop,
+            needs=("client-cuts",),
             needs_netns=True,
             needs_clients=True,
             zombie_share=0.5,
@@ -195,6 +209,7 @@ KINDS: dict[str, FaultKind] = {
             moments.coordinator_params,
             moments.coordinator_at_start,
             moments.coordinator_at_stop,
+            needs=("signals", "network", "toxics"),
             needs_clients=True,
             needs_hooks=True,
             description="pause, isolate or client-cut a processor's transaction or group "
@@ -214,11 +229,16 @@ KINDS: dict[str, FaultKind] = {
 
 
 def skipped_by_all(
-    *, netns: bool = True, clients: bool = True, hooks: bool = True
+    *,
+    netns: bool = True,
+    clients: bool = True,
+    hooks: bool = True,
+    abilities: frozenset[str] = frozenset(ABILITIES),
 ) -> dict[str, str]:
     """The kinds ``all`` leaves out in this environment, each with the reason."""
     out = {}
     for k in KINDS.values():
+        lacking = [a for a in k.needs if a not in abilities]
         if k.bug_probe:
             out[k.name] = "aimed at a known Kafka bug; name it to run it"
         elif k.needs_netns and not netns:
@@ -227,33 +247,86 @@ def skipped_by_all(
             out[k.name] = "no workload processors"
         elif k.needs_hooks and not hooks:
             out[k.name] = "the client has no protocol hook points"
+        elif lacking:
+            out[k.name] = f"the cluster has no {', '.join(lacking)} ability"
     return out
 
 
-def parse_kinds(
-    spec: str, *, netns: bool = True, clients: bool = True, hooks: bool = True
-) -> list[str]:
-    """``"all"``, ``"none"`` or a comma list; unknown names are a one-line ValueError."""
-    spec = spec.strip()
-    if spec in ("", "none"):
-        return []
-    named = recipe(spec)
-    if named is not None:
-        spec = ",".join(named.kinds)
-    if spec == "all":
-        skipped = skipped_by_all(netns=netns, clients=clients, hooks=hooks)
-        return [name for name in KINDS if name not in skipped]
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+@dataclass(frozen=True)
+class NemesisSpec:
+    """What ``--nemesis`` said, parsed once: ``none``, ``all``, a comma list of kinds, or a
+    recipe. Names are checked when it is parsed; which kinds run is decided against the
+    environment (:meth:`kinds`), where ``all`` leaves some out with a reason (:meth:`skipped`).
+    """
+
+    text: str = "none"
+    #: The kinds named (a recipe's); empty for ``none`` and ``all``.
+    names: tuple[str, ...] = ()
+    every: bool = False
+    recipe: Recipe | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def none(self) -> bool:
+        return not self.every and not self.names
+
+    def skipped(
+        self,
+        *,
+        netns: bool = True,
+        clients: bool = True,
+        hooks: bool = True,
+        abilities: frozenset[str] = frozenset(ABILITIES),
+    ) -> dict[str, str]:
+        """The kinds ``all`` leaves out here, with the reasons (nothing for named kinds)."""
+        if not self.every:
+            return {}
+        return skipped_by_all(netns=netns, clients=clients, hooks=hooks, abilities=abilities)
+
+    def kinds(
+        self,
+        *,
+        netns: bool = True,
+        clients: bool = True,
+        hooks: bool = True,
+        abilities: frozenset[str] = frozenset(ABILITIES),
+    ) -> list[str]:
+        """The kinds that run here; a one-line ValueError for a named kind that cannot."""
+        if self.every:
+            skip = self.skipped(netns=netns, clients=clients, hooks=hooks, abilities=abilities)
+            return [name for name in KINDS if name not in skip]
+        names = self.names
+        if not netns and any(KINDS[n].needs_netns for n in names):
+            raise ValueError("partition faults need network namespaces (run as root)")
+        if not clients and any(KINDS[n].needs_clients for n in names):
+            raise ValueError("processor faults need a workload with processors")
+        if not hooks and any(KINDS[n].needs_hooks for n in names):
+            raise ValueError("moment-aimed faults need processors with hook points")
+        for n in names:
+            lacking = [a for a in KINDS[n].needs if a not in abilities]
+            if lacking:
+                raise ValueError(
+                    f"{n} needs the {', '.join(lacking)} ability, which this cluster has not"
+                )
+        return list(names)
+
+
+def parse_nemesis(text: str) -> NemesisSpec:
+    """``"all"``, ``"none"``, a recipe's name or a comma list of kinds; an unknown name is a
+    one-line ValueError."""
+    text = text.strip()
+    if text in ("", "none"):
+        return NemesisSpec()
+    if text == "all":
+        return NemesisSpec(text, every=True)
+    named = recipe(text)
+    names = list(named.kinds) if named else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [n for n in names if n not in KINDS]
     if unknown:
         raise ValueError(
             f"unknown nemesis {unknown[0]!r}; known: all, none, {', '.join(KINDS)}, "
             f"or a recipe: {', '.join(RECIPES)}"
         )
-    if not netns and any(KINDS[n].needs_netns for n in names):
-        raise ValueError("partition faults need network namespaces (run as root)")
-    if not clients and any(KINDS[n].needs_clients for n in names):
-        raise ValueError("processor faults need a workload with processors")
-    if not hooks and any(KINDS[n].needs_hooks for n in names):
-        raise ValueError("moment-aimed faults need processors with hook points")
-    return list(dict.fromkeys(names))
+    return NemesisSpec(text, tuple(dict.fromkeys(names)), recipe=named)

@@ -28,7 +28,7 @@ from harness.substrate import runstate
 from history import load_history, read_process_file
 from nemeses.faults.base import FaultError
 from nemeses.faults.clients import cut_processor_start, cut_processor_stop
-from nemeses.kinds import KINDS, parse_kinds, skipped_by_all
+from nemeses.kinds import KINDS, parse_nemesis, skipped_by_all
 from nemeses.schedule import generate
 from nemeses.targets import FaultContext, resolve_processor
 from workloads.processes import Supervisor, fs_gid, in_group, spawn_command
@@ -169,14 +169,14 @@ def test_the_kind_needs_root_and_clients_and_is_in_all() -> None:
     kind = KINDS["cut-processor"]
     assert kind.needs_netns and kind.needs_clients and not kind.instant
     assert not kind.bug_probe and not kind.needs_hooks
-    assert "cut-processor" in parse_kinds("all")
-    assert "cut-processor" in parse_kinds("all", hooks=False)
-    assert "cut-processor" not in parse_kinds("all", netns=False)
-    assert "cut-processor" not in parse_kinds("all", clients=False)
+    assert "cut-processor" in parse_nemesis("all").kinds()
+    assert "cut-processor" in parse_nemesis("all").kinds(hooks=False)
+    assert "cut-processor" not in parse_nemesis("all").kinds(netns=False)
+    assert "cut-processor" not in parse_nemesis("all").kinds(clients=False)
     skipped = skipped_by_all(netns=False)
     assert skipped["cut-processor"] == skipped["partition"]
     with pytest.raises(ValueError, match="run as root"):
-        parse_kinds("cut-processor", netns=False)
+        parse_nemesis("cut-processor").kinds(netns=False)
 
 
 def test_about_half_the_cuts_outlast_the_session_timeout() -> None:

@@ -366,16 +366,17 @@ CASES = [
 
 @pytest.mark.parametrize(("requested", "docker", "problem", "expected"), CASES)
 def test_choose_backend(requested: str, docker: bool, problem: str | None, expected: str) -> None:
+    problems = {"process": problem, "docker": None if docker else backends.DOCKER_PROBLEM}
     if expected.startswith("!"):
         with pytest.raises(HarnessError) as exc:
-            backends.choose_backend(requested, docker_available=docker, process_problem=problem)
+            backends.choose_backend(requested, problems)
         message = str(exc.value)
         assert expected[1:] in message
         assert "\n" not in message
         if requested == "auto":
             assert problem is not None and problem in message
     else:
-        got = backends.choose_backend(requested, docker_available=docker, process_problem=problem)
+        got = backends.choose_backend(requested, problems)
         assert got == expected
 
 

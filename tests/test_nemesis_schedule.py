@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from nemeses.faults.network import _partition_groups
-from nemeses.kinds import KINDS, parse_kinds
+from nemeses.kinds import KINDS, parse_nemesis
 from nemeses.schedule import generate, load
 
 
 def test_same_seed_same_schedule() -> None:
-    kinds = parse_kinds("all")
+    kinds = parse_nemesis("all").kinds()
     a = generate(kinds, seed=7, time_limit=300, nodes=3)
     b = generate(kinds, seed=7, time_limit=300, nodes=3)
     c = generate(kinds, seed=8, time_limit=300, nodes=3)
@@ -26,7 +26,7 @@ def test_same_seed_same_schedule() -> None:
 
 
 def test_saved_schedule_replays_identically(tmp_path: Path) -> None:
-    sched = generate(parse_kinds("partition,pause,kill,zombie"), seed=3, time_limit=120)
+    sched = generate(parse_nemesis("partition,pause,kill,zombie").kinds(), seed=3, time_limit=120)
     path = tmp_path / "schedule.json"
     sched.save(path, executed=[{"kind": "x"}])
     assert load(path).to_json() == sched.to_json()
@@ -38,9 +38,9 @@ def test_zombie_pauses_outlast_the_session_timeout() -> None:
 
 
 def test_all_respects_the_environment() -> None:
-    assert "partition" not in parse_kinds("all", netns=False)
-    assert "zombie" not in parse_kinds("all", clients=False)
-    assert parse_kinds("none") == []
+    assert "partition" not in parse_nemesis("all").kinds(netns=False)
+    assert "zombie" not in parse_nemesis("all").kinds(clients=False)
+    assert parse_nemesis("none").kinds() == []
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_all_respects_the_environment() -> None:
 )
 def test_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_kinds(spec, clients=False)
+        parse_nemesis(spec).kinds(clients=False)
 
 
 def test_malformed_schedule_file(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_all_streams_crashes_through_every_moment_in_a_minute() -> None:
     from nemeses.faults.moments import ARMED_PER_EVENT
     from nemeses.schedule import STREAM_INTERVAL
 
-    sched = generate(parse_kinds("all"), seed=7, time_limit=60)
+    sched = generate(parse_nemesis("all").kinds(), seed=7, time_limit=60)
     crashes = [e for e in sched.events if e.kind == "crash-clients"]
     assert len(crashes) >= 60 // STREAM_INTERVAL
     assert all(b.at - a.at == STREAM_INTERVAL for a, b in itertools.pairwise(crashes))
@@ -121,7 +121,7 @@ def test_moment_params_are_drawn_from_the_seed_and_replay(tmp_path: Path) -> Non
     from history.moments import MOMENTS
     from nemeses.faults.moments import COORDINATOR_MOMENTS
 
-    kinds = parse_kinds("pause-at,coordinator-at,crash-clients")
+    kinds = parse_nemesis("pause-at,coordinator-at,crash-clients").kinds()
     sched = generate(kinds, seed=5, time_limit=300)
     assert sched.to_json() == generate(kinds, seed=5, time_limit=300).to_json()
     assert generate(kinds, seed=6, time_limit=300).to_json() != sched.to_json()
@@ -139,7 +139,7 @@ def test_moment_params_are_drawn_from_the_seed_and_replay(tmp_path: Path) -> Non
 def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
     from nemeses.kinds import skipped_by_all
 
-    kinds = parse_kinds("all", hooks=False)
+    kinds = parse_nemesis("all").kinds(hooks=False)
     assert "pause-at" not in kinds and "coordinator-at" not in kinds
     assert "crash-clients" in kinds  # plain SIGKILLs need no hook points
     skipped = skipped_by_all(hooks=False)
@@ -147,7 +147,7 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
     assert "known Kafka bug" in skipped["late-endtxn"]
     assert "hook points" in skipped["pause-at"]
     with pytest.raises(ValueError, match="hook points"):
-        parse_kinds("pause-at", hooks=False)
+        parse_nemesis("pause-at").kinds(hooks=False)
     sched = generate(kinds, seed=1, time_limit=60, skipped=skipped)
     assert sched.to_json()["skipped"] == skipped
 
@@ -168,10 +168,10 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
     from harness.run.nemesis import plan
     from harness.run.options import RunOptions
 
-    assert parse_kinds("kafka-17754") == ["pause"]
-    assert parse_kinds("coordinator-pause") == ["coordinator-at"]
+    assert parse_nemesis("kafka-17754").kinds() == ["pause"]
+    assert parse_nemesis("coordinator-pause").kinds() == ["coordinator-at"]
     with pytest.raises(ValueError, match="recipe: kafka-17754"):
-        parse_kinds("kafka-1")
+        parse_nemesis("kafka-1").kinds()
     options = RunOptions(workload="eos", time_limit=300, seed=5, nemesis="kafka-17754")
     a, b = plan(options, True, 10.0), plan(options, True, 10.0)
     assert a.to_json() == b.to_json() and len(a.events) >= 8
@@ -191,3 +191,38 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
         assert len(events) >= 4 and {e.kind for e in events} == {kind}
         assert all(6.0 <= e.duration <= 10.0 for e in events)
         assert all(0 <= e.params["release_delay_ms"] < 400 for e in events)
+
+
+def test_a_cluster_without_an_ability_loses_the_kinds_that_need_it() -> None:
+    """Abilities are detected on the cluster object, as Jepsen's optional database abilities
+    are: ``all`` leaves out what it cannot serve (with the reason), a named kind is refused."""
+    from nemeses.control import ABILITIES, abilities_of
+
+    class SignalsOnly:
+        def pause(self, node_id: int) -> None: ...
+        def resume(self, node_id: int) -> None: ...
+        def kill(self, node_id: int) -> None: ...
+        def stop_node(self, node_id: int) -> bool: ...
+        def start_node(self, node_id: int, timeout: float = 60.0) -> None: ...
+        def restart(self, node_id: int, *, clean: bool = False, timeout: float = 60.0) -> None: ...
+        def node_state(self, node_id: int) -> str | None: ...
+        def node_alive(self, node_id: int) -> bool: ...
+
+    have = abilities_of(SignalsOnly())
+    assert have == {"signals"} and abilities_of(None) == set(ABILITIES)
+    spec = parse_nemesis("all")
+    kinds = spec.kinds(abilities=have)
+    assert {"pause", "kill", "restart", "zombie"} <= set(kinds)
+    assert not {"partition", "slow", "client-cut", "cut-processor"} & set(kinds)
+    assert spec.skipped(abilities=have)["slow"] == "the cluster has no toxics ability"
+    with pytest.raises(ValueError, match="slow needs the toxics ability"):
+        parse_nemesis("pause,slow").kinds(abilities=have)
+
+
+def test_the_harness_backends_have_every_ability() -> None:
+    from harness.substrate.api import ClusterConfig
+    from harness.substrate.backends import REGISTRY
+    from nemeses.control import ABILITIES, abilities_of
+
+    for backend in REGISTRY.values():  # built, not started
+        assert abilities_of(backend.cluster(ClusterConfig(nodes=1))) == set(ABILITIES), backend

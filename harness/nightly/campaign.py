@@ -161,7 +161,7 @@ def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed:
             run_dir, verdict = result.run_dir, result.verdict or {"valid": "unknown"}
         else:
             run_dir = new_run_dir(root / "runs", options.test_name)
-            nemeses = [ScheduledNemesis(options)] if args.nemesis != "none" else []
+            nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
             execute(cluster, options, run_dir, nemeses)
             verdict = judge(run_dir)
     except Exception as e:  # one failed run must not end the campaign

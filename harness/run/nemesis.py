@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
 from nemeses import schedule as schedules
+from nemeses.control import ABILITIES, abilities_of
 from nemeses.engine import Nemesis as Engine
-from nemeses.kinds import KINDS, parse_kinds, skipped_by_all
-from nemeses.recipes import recipe
+from nemeses.kinds import KINDS
 from nemeses.targets import FaultContext
 
 if TYPE_CHECKING:
@@ -25,9 +25,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness.nemesis")
 
 
-def kinds_for(options: RunOptions, netns: bool, hooks: bool = True) -> list[str]:
+def kinds_for(
+    options: RunOptions,
+    netns: bool,
+    hooks: bool = True,
+    abilities: frozenset[str] = frozenset(ABILITIES),
+) -> list[str]:
+    """The kinds of ``--nemesis`` that run here (a one-line HarnessError for a named kind
+    that cannot)."""
     try:
-        return parse_kinds(options.nemesis, netns=netns, clients=True, hooks=hooks)
+        return options.nemesis.kinds(netns=netns, clients=True, hooks=hooks, abilities=abilities)
     except ValueError as exc:
         raise HarnessError(str(exc)) from None
 
@@ -38,21 +45,21 @@ def plan(
     session_timeout_s: float,
     hooks: bool = True,
     stream_interval: float | None = None,
+    abilities: frozenset[str] = frozenset(ABILITIES),
 ) -> schedules.Schedule:
     """The schedule of a run: replayed from a file, or generated from the seed (fault
     lengths are chosen around the clients' ``session_timeout_s``). Kinds that ``all``
-    leaves out for this client (no hook points) are saved with the reason."""
+    leaves out for this client (no hook points) or this cluster (an ability it lacks) are
+    saved with the reason."""
     if options.replay is not None:
         try:
             return schedules.load(Path(options.replay))
         except ValueError as exc:
             raise HarnessError(str(exc)) from None
-    skipped = {}
-    if options.nemesis.strip() == "all":
-        skipped = skipped_by_all(netns=netns, clients=True, hooks=hooks)
-    named = recipe(options.nemesis)
+    skipped = options.nemesis.skipped(netns=netns, hooks=hooks, abilities=abilities)
+    named = options.nemesis.recipe
     return schedules.generate(
-        kinds_for(options, netns, hooks),
+        kinds_for(options, netns, hooks, abilities),
         seed=options.seed,
         time_limit=options.time_limit,
         interval=named.interval if named else options.nemesis_interval,
@@ -87,6 +94,7 @@ class ScheduledNemesis:
             clients.session_timeout_s,
             hooks=bool(getattr(clients, "hooks", False)),
             stream_interval=getattr(clients, "crash_interval_s", None),
+            abilities=abilities_of(ctx.cluster),
         )
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
         if any(KINDS[e.kind].stream for e in self.schedule.events):

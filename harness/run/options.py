@@ -11,9 +11,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from common.errors import HarnessError
 from common.settings import format_settings
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from history import Recorder
+from nemeses.kinds import NemesisSpec, parse_nemesis
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
@@ -39,7 +41,8 @@ class RunOptions:
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
     store: Path = Path("store")
-    nemesis: str = "none"
+    #: ``--nemesis``, parsed once (a string given here is parsed in ``__post_init__``).
+    nemesis: NemesisSpec = field(default_factory=NemesisSpec)
     nemesis_interval: float = 10.0
     nemesis_duration: float = 10.0
     replay: Path | None = None
@@ -49,6 +52,13 @@ class RunOptions:
     #: (``harness.substrate.backends``).
     backend: str = "auto"
 
+    def __post_init__(self) -> None:
+        if isinstance(self.nemesis, str):
+            try:
+                self.nemesis = parse_nemesis(self.nemesis)
+            except ValueError as exc:
+                raise HarnessError(str(exc)) from None
+
     @property
     def test_name(self) -> str:
         parts = [self.workload]
@@ -56,13 +66,14 @@ class RunOptions:
             parts += self.workload_options.name_parts()
         if self.replay is not None:
             parts.append("replay")
-        elif self.nemesis not in ("", "none"):
-            parts.append(self.nemesis.replace(",", "+"))
+        elif not self.nemesis.none:
+            parts.append(self.nemesis.text.replace(",", "+"))
         return "-".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["store"] = str(self.store)
+        out["nemesis"] = self.nemesis.text
         out["replay"] = str(self.replay) if self.replay else None
         out["workload_options"] = (
             self.workload_options.to_dict() if self.workload_options is not None else None

@@ -13,15 +13,14 @@ import argparse
 import os
 import shutil
 import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from common.errors import HarnessError
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster, ClusterConfig
-    from harness.substrate.docker.cluster import DockerCluster
-
-BACKENDS = ("auto", "process", "docker")
 
 # The address the loopback fallback gives node 1 of slot 0 (process.network.LoopbackNetwork):
 # Linux routes all of 127/8 to lo, other systems (macOS) only 127.0.0.1.
@@ -79,63 +78,105 @@ def process_backend_problem(kafka_version: str | None = None) -> str | None:
     return None
 
 
-def choose_backend(requested: str, *, docker_available: bool, process_problem: str | None) -> str:
-    """Pure decision: ``process`` or ``docker``, or a one-line HarnessError.
+def _process_cluster(config: ClusterConfig) -> Cluster:
+    from harness.substrate.process.cluster import Cluster
 
-    An explicit ``process`` is honoured as is: the process backend reports its own precise
-    error (Java missing, version unknown) when it starts.
+    return Cluster(config)
+
+
+def _docker_cluster(config: ClusterConfig) -> Cluster:
+    from harness.substrate.docker.cluster import DockerCluster
+
+    return DockerCluster(config)
+
+
+DOCKER_PROBLEM = (
+    "needs a Docker engine, and none answered (is dockerd running and DOCKER_HOST right?)"
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One place brokers can live: how to build its cluster, and why it cannot run here."""
+
+    name: str
+    cluster: Callable[[ClusterConfig], Cluster]
+    #: Why it cannot run here (one line), None when it can; given the Kafka version.
+    problem: Callable[[str | None], str | None]
+    #: Whether an explicit ``--backend NAME`` is refused up front when ``problem`` says so
+    #: (the process backend instead reports its own precise error when it starts).
+    checked: bool
+    help: str
+
+
+#: The backends, in the order ``auto`` prefers them.
+REGISTRY: Mapping[str, Backend] = {
+    b.name: b
+    for b in (
+        Backend(
+            "process",
+            _process_cluster,
+            lambda version: process_backend_problem(version),
+            checked=False,
+            help="JVMs on this machine, each in a network namespace (loopback aliases without "
+            "root)",
+        ),
+        Backend(
+            "docker",
+            _docker_cluster,
+            lambda version: None if docker_engine_available() else DOCKER_PROBLEM,
+            checked=True,
+            help="containers on the local Docker engine",
+        ),
+    )
+}
+BACKENDS = ("auto", *REGISTRY)
+
+
+def choose_backend(requested: str, problems: Mapping[str, str | None]) -> str:
+    """Pure decision: a backend's name, or a one-line HarnessError.
+
+    ``problems``: each probed backend's :attr:`Backend.problem` (a backend left out was not
+    probed: it is taken to have none).
     """
     if requested not in BACKENDS:
         raise HarnessError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
-    if requested == "process":
-        return "process"
-    if requested == "docker":
-        if not docker_available:
-            raise HarnessError(
-                "--backend docker needs a Docker engine, and none answered "
-                "(is dockerd running and DOCKER_HOST right?)"
-            )
-        return "docker"
-    if process_problem is None:
-        return "process"
-    if docker_available:
-        return "docker"
-    raise HarnessError(
-        f"no backend can run here: the process backend cannot ({process_problem}) "
-        "and no Docker engine answered"
-    )
+    if requested != "auto":
+        problem = problems.get(requested)
+        if REGISTRY[requested].checked and problem is not None:
+            raise HarnessError(f"--backend {requested} {problem}")
+        return requested
+    for name in REGISTRY:
+        if problems.get(name) is None:
+            return name
+    why = "; ".join(f"{name}: {problems[name]}" for name in REGISTRY)
+    raise HarnessError(f"no backend can run here ({why})")
 
 
 def resolve_backend(requested: str, kafka_version: str | None = None) -> str:
-    """``choose_backend`` with the real probes, running only those that can change the answer."""
-    if requested == "process":
-        return choose_backend(requested, docker_available=False, process_problem=None)
-    problem = process_backend_problem(kafka_version) if requested == "auto" else None
-    needs_docker = requested == "docker" or problem is not None
-    return choose_backend(
-        requested,
-        docker_available=docker_engine_available() if needs_docker else False,
-        process_problem=problem,
-    )
+    """``choose_backend`` with the real probes, running only those that can change the answer:
+    an explicit backend's own (when it is checked), or ``auto``'s in order until one can run."""
+    problems: dict[str, str | None] = {}
+    if requested == "auto":
+        for name, backend in REGISTRY.items():
+            problems[name] = backend.problem(kafka_version)
+            if problems[name] is None:
+                break
+    elif requested in REGISTRY and REGISTRY[requested].checked:
+        problems[requested] = REGISTRY[requested].problem(kafka_version)
+    return choose_backend(requested, problems)
 
 
 def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    described = "; ".join(f"{b.name}: {b.help}" for b in REGISTRY.values())
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
         default="auto",
-        help="where brokers run: processes here, Docker containers, or auto (process if it "
-        "can run here, else docker)",
+        help=f"where brokers run ({described}; auto: the first of these that can run here)",
     )
 
 
-def open_cluster(config: ClusterConfig, backend: str) -> Cluster | DockerCluster:
+def open_cluster(config: ClusterConfig, backend: str) -> Cluster:
     """The (not yet started) cluster object for ``backend``; use it as a context manager."""
-    chosen = resolve_backend(backend, config.kafka_version)
-    if chosen == "docker":
-        from harness.substrate.docker.cluster import DockerCluster
-
-        return DockerCluster(config)
-    from harness.substrate.process.cluster import Cluster
-
-    return Cluster(config)
+    return REGISTRY[resolve_backend(backend, config.kafka_version)].cluster(config)
