@@ -115,12 +115,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.runner import options_from_args, run, start_run_dir
     from harness.run.summary import print_summary
     from harness.run.verdict import exit_status
+    from harness.run.workloads import get
 
     options = options_from_args(args)
     t0 = time.monotonic()
     run_dir = start_run_dir(options)
     print(f"run: {run_dir} (seed {options.seed})", flush=True)
-    with LiveProgress(run_dir, options.time_limit) as progress:
+    started = get(options.workload).spec.load_started
+    with LiveProgress(run_dir, options.time_limit, started) as progress:
         result = run(
             options, run_dir=run_dir, on_phase=progress.set_phase, verdict=not args.no_verdict
         )
@@ -128,9 +130,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"recorded, not judged: {run_dir} ({result.tally_line})", flush=True)
         return 0
     verdict = result.verdict or {"valid": "unknown", "anomalies": {}}
-    stats = result.stats
+    lines = list(result.lines)
     if not result.drained:
-        stats = {**stats, "note": "the final phase (drain, final reads) did not complete"}
+        lines.append("the final phase (drain, final reads) did not complete")
     report: Path | None = None
     try:
         report = write_report(run_dir)
@@ -140,8 +142,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         verdict,
         run_dir,
         report,
-        stats=stats,
-        tally=result.tally_line,
+        lines=lines,
         seconds=time.monotonic() - t0,
     )
     return exit_status(verdict)

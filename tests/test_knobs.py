@@ -575,7 +575,7 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
     code, line = _cli(
         capfd, "campaign", "--workload", "queue", "--variants", "eos", "--store", store
     )
-    assert code == 2 and "the queue workload has no variants" in line
+    assert code == 2 and "unknown variant(s) ['eos'] of the queue workload; known: queue" in line
     code, line = _cli(
         capfd, "campaign", "--workload", "queue", "--abort-probability", "0.1", "--store", store
     )

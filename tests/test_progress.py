@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from harness.run.progress import RunWatcher
+from harness.run.workloads import get
 
 
 def _append(path: Path, *ops: dict, partial: str = "") -> None:
@@ -33,7 +34,7 @@ def test_faults_processes_and_ops_follow_the_history(tmp_path: Path) -> None:
         {"process": 0, "type": "ok", "f": "txn", "value": {}},
         partial='{"process": 0, "type": "ok"',  # a line still being written
     )
-    w = RunWatcher(tmp_path, time_limit=60)
+    w = RunWatcher(tmp_path, time_limit=60, load_started=get("eos").spec.load_started)
     s = w.poll()
     assert (s.alive, s.spawned, s.ops) == (2, 2, 4)  # completions only
     assert s.faults == ["pause [1]"]
@@ -58,7 +59,7 @@ def test_a_queue_run_shows_its_clients_ops_as_running(tmp_path: Path) -> None:
     procs.mkdir()
     sup, c0 = procs / "supervisor.jsonl", procs / "0.jsonl"
     _append(sup, {"process": "supervisor", "type": "ok", "f": "spawn", "value": {"pid": 21}})
-    w = RunWatcher(tmp_path, time_limit=20)
+    w = RunWatcher(tmp_path, time_limit=20, load_started=get("queue").spec.load_started)
     assert (w.poll().phase, w.poll().ops) == ("setting up", 1)
     _append(
         c0,
@@ -70,3 +71,16 @@ def test_a_queue_run_shows_its_clients_ops_as_running(tmp_path: Path) -> None:
     s = w.poll()
     assert (s.phase, s.ops, s.alive) == ("running", 3, 1)
     assert "running] ops 3" in s.line()
+
+
+def test_a_connect_run_is_running_once_its_connector_is_created(tmp_path: Path) -> None:
+    """What shows the load under way is the workload's to say: for Connect, the REST
+    driver's created connector (its workers are processes of the supervisor's own)."""
+    procs = tmp_path / "processes"
+    procs.mkdir()
+    driver = procs / "connect.jsonl"
+    w = RunWatcher(tmp_path, time_limit=20, load_started=get("connect").spec.load_started)
+    _append(driver, {"process": "connect", "type": "invoke", "f": "create", "value": {}})
+    assert w.poll().phase == "setting up"
+    _append(driver, {"process": "connect", "type": "ok", "f": "create", "value": {}})
+    assert w.poll().phase == "running"

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import write_report
-from harness.report.connect_journeys import ConnectJourneys, contains, parse_value
 from harness.report.data import flagged_values, load_run
+from workloads.connect_report import ConnectJourneys, contains, parse_value
 
 S = 10**9  # history times are nanoseconds
 
@@ -76,6 +76,39 @@ def _ops() -> list[tuple[float, str, str, dict[str, Any], dict[str, Any]]]:
     return [_complete(op) for op in ops]
 
 
+def _membership_ops() -> list[tuple[float, str, str, dict[str, Any], dict[str, Any]]]:
+    """Workers joining generations, the REST driver's status polls and a task-count change."""
+    status = {"connector": "seq", "state": "RUNNING"}
+    running = [{"id": i, "state": "RUNNING", "worker_id": "127.0.0.1:1"} for i in range(3)]
+    ops = [
+        (
+            1.0,
+            "tasks",
+            "assignment",
+            {"worker": 0, "generation": 1, "leader_port": 1, "tasks": [0, 1]},
+            {},
+        ),
+        (
+            1.1,
+            "tasks",
+            "assignment",
+            {"worker": 1, "generation": 1, "leader_port": 1, "tasks": [2]},
+            {},
+        ),
+        (2.5, "connect", "status", {"connector": "seq"}, status | {"tasks": running}),
+        (7.5, "connect", "reconfigure", {"connector": "seq", "tasks": 2}, {}),
+        (
+            7.8,
+            "tasks",
+            "assignment",
+            {"worker": 1, "generation": 2, "leader_port": 1, "tasks": [0, 1]},
+            {},
+        ),
+        (8.2, "connect", "status", {"connector": "seq"}, status | {"tasks": running[:2]}),
+    ]
+    return [_complete(op) for op in ops]
+
+
 def _complete(
     op: tuple[float, str, str, dict[str, Any], Any],
 ) -> tuple[float, str, str, dict[str, Any], dict[str, Any]]:
@@ -123,7 +156,7 @@ def write_run(run_dir: Path, values: list[tuple[int, int]]) -> Path:
     run_dir.mkdir(parents=True)
     lines = [json.dumps({"history_format": 1, "kind": "merged", "meta": {"workload": "connect"}})]
     pindex: dict[str, int] = {}
-    for t, proc, f, inv, ok in _ops():
+    for t, proc, f, inv, ok in sorted(_ops() + _membership_ops(), key=lambda o: o[0]):
         for i, (typ, value) in enumerate((("invoke", inv), ("ok", ok))):
             pindex[proc] = pindex.get(proc, -1) + 1
             op = {"index": len(lines) - 1, "pindex": pindex[proc], "time": int(t * S) + i}
@@ -224,3 +257,39 @@ def test_value_names() -> None:
     assert parse_value("v000007") is None and parse_value("x1:2") is None
     assert flagged_values(_results([(1, 5)]), 12) == {"1:5"}
     assert not ConnectJourneys(["v000007"], lambda *a: {})
+
+
+def test_a_connect_report_shows_its_own_figures_and_assignments(tmp_path: Path) -> None:
+    """The report draws what the connect workload declares: seqnos Connect confirmed per
+    task, the task count, the workers' generations; the worker assignments and the task-count
+    change in its table; and no figure or sentence of another workload (no blank drain)."""
+    run = write_run(tmp_path / "run", [(1, 5)])
+    data = load_run(run)
+
+    def rounded(title: str) -> list[tuple[float, str, float]]:
+        return [(round(t, 1), n, y) for t, n, y in data.series[title]]
+
+    assert rounded("seqnos Connect confirmed, per task") == [(5.0, "task 1", 9)]
+    assert rounded("tasks") == [
+        (2.5, "tasks running", 3),
+        (7.5, "tasks asked for", 2),
+        (8.2, "tasks running", 2),
+    ]
+    assert [(n, g) for _, n, g in data.series["worker generations"]] == [
+        ("worker 0", 1),
+        ("worker 1", 1),
+        ("worker 1", 2),
+    ]
+    assert [(round(t, 1), e, g) for t, e, _p, g in data.rebalances] == [
+        (1.0, "worker 0 given tasks [0, 1]", 1),
+        (1.1, "worker 1 given tasks [2]", 1),
+        (7.5, "task count set to 2", None),
+        (7.8, "worker 1 given tasks [0, 1]", 2),
+    ]
+    assert sum(n for _, n in data.committed) == 10 and sum(n for _, n in data.seeded) == 41
+    page = write_report(run).read_text()
+    assert "<h2>Worker assignments and task-count changes</h2>" in page
+    assert "4 changes" in page and "None recorded" not in page
+    titles = re.findall(r"<h3>(.*?)</h3>\n<img class=\"figure series", page)
+    assert titles == ["seqnos Connect confirmed, per task", "tasks", "worker generations"]
+    assert "Final read_committed drain" not in page and "seeded ," not in page

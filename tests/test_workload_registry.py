@@ -250,3 +250,35 @@ def test_a_queue_run_stored_before_the_registry_is_read_and_rechecked(tmp_path: 
     assert (row.kafka_version, row.verdict) == ("4.3.1", "valid")
     repro = repro_command(load_run(run_dir))
     assert "--workload queue --sub-via assign --processors 3" in repro and "--variant" not in repro
+
+
+#: The modules that must learn about workloads from their declarations only.
+NO_WORKLOAD_NAMES = (
+    "harness/nightly/campaign.py",
+    "harness/run/progress.py",
+    "harness/run/summary.py",
+    "harness/report/*.py",
+    "harness/report/templates/report.html.j2",
+    "harness/report/templates/index.html.j2",
+)
+
+
+def test_campaign_progress_summary_and_report_name_no_workload() -> None:
+    """What a workload needs of them it declares in its registry entry (variants and their
+    verdicts, which op shows its load under way, its report's journeys, assignments and
+    figures), so a new workload touches none of them."""
+    import re
+
+    from harness.run.workloads import names
+
+    root = Path(__file__).resolve().parents[1]
+    word = re.compile(r"\b(" + "|".join(map(re.escape, names())) + r")\b", re.IGNORECASE)
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for pattern in NO_WORKLOAD_NAMES
+        for path in sorted(root.glob(pattern))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if word.search(line)
+    ]
+    assert len(names()) >= 3
+    assert not found, "workload names outside the registry:\n" + "\n".join(found)

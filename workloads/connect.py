@@ -39,9 +39,10 @@ from workloads.connect_config import (
     ConnectOptions,
 )
 from workloads.connect_journal import TaskJournals
+from workloads.connect_report import FIGURES, REPORT
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, Supervisor, child_env, spawn_command
-from workloads.spec import Figures, Option, WorkloadSpec
+from workloads.spec import Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -658,5 +659,11 @@ SPEC = WorkloadSpec(
     checker_suites=("connect",),
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     needs_kafka=lambda o: ("3.5.0", "Connect's PUT /connectors/<name>/stop"),
-    figures=Figures(title="fault bands (Connect reports no per-transaction figures)"),
+    figures=FIGURES,
+    report=REPORT,
+    variants=(
+        Variant("connect", {"exactly_once": "enabled"}),
+        Variant("connect-at-least-once", {"exactly_once": "disabled"}, expect="duplicate"),
+    ),
+    load_started=lambda op: op["process"] == "connect" and op["f"] == "create",
 )

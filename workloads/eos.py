@@ -38,6 +38,7 @@ from workloads.eos_config import (
     arm_path,
     fired_path,
 )
+from workloads.eos_report import REPORT
 from workloads.eos_seeder import SeedResult, result_from_history
 from workloads.java_clients import EOS_PROCESSOR, JVM_OPTS
 from workloads.processes import (
@@ -49,7 +50,7 @@ from workloads.processes import (
     spawn_command,
     spawn_module,
 )
-from workloads.spec import Figures, Option, WorkloadSpec
+from workloads.spec import Figures, Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -428,5 +429,18 @@ SPEC = WorkloadSpec(
         latency_label="txn latency (s)",
         backlog_label="consumer lag\n(seeded - committed)",
         title="throughput, transaction latency and consumer lag, with fault bands",
+    ),
+    report=REPORT,
+    variants=(
+        Variant("eos"),
+        Variant("at-least-once", {"variant": "at-least-once"}, expect="duplicate"),
+        Variant("offsets-outside-txn", {"variant": "offsets-outside-txn"}, expect="duplicate"),
+        Variant("read-uncommitted", {"variant": "read-uncommitted"}, expect="aborted-read"),
+        Variant("no-rewind", {"variant": "no-rewind"}, expect="lost"),
+    ),
+    # The pipeline is being fed, or a processor committed.
+    load_started=lambda op: (
+        (op["process"] == "seeder" and op["f"] == "send")
+        or (isinstance(op["process"], int) and op["f"] == "txn")
     ),
 )

@@ -55,7 +55,7 @@ from workloads.queue_config import (
     ClientConfig,
     decode_value,
 )
-from workloads.spec import Figures, Option, WorkloadSpec
+from workloads.spec import Figures, Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -725,4 +725,6 @@ SPEC = WorkloadSpec(
         backlog_label="backlog\n(sent - polled)",
         title="values polled, op latency and backlog (sent, not yet polled), with fault bands",
     ),
+    variants=(Variant("queue"),),
+    load_started=lambda op: isinstance(op["process"], int) and op["f"] in ("send", "poll", "txn"),
 )

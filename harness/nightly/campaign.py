@@ -5,14 +5,14 @@ hits the window that exposes it, and a false alarm may show up once in ten runs.
 acceptance points are rates (each broken variant caught in >= 9 of 10 seeded runs; no safety
 anomaly in 10 seeded correct runs under every fault), so this module runs them:
 
-    python -m harness campaign --variants eos,at-least-once,offsets-outside-txn,\
-read-uncommitted,no-rewind --runs 10
+    python -m harness campaign --runs 10
     python -m harness campaign --variants at-least-once --nemesis kill-processor,zombie \
 --nemesis-interval 3 --nemesis-duration 8 --shared-cluster
-    python -m harness campaign --workload queue --client java --nemesis kafka-17754
+    python -m harness campaign --workload NAME --client java --nemesis kafka-17754
 
-``--workload queue`` runs Jepsen's send/poll workload instead; its one "variant" is the
-correct client, expected valid.
+A workload declares its variants (``workloads.spec.Variant``): the correct client, expected
+valid, and the broken-on-purpose ones, each with the anomaly type it must be caught with; the
+first is the default of ``--variants``.
 
 Every default is `python -m harness run`'s (``--nemesis all``, one fault every ~10 s lasting
 ~10 s, 60 s of load), so the first line measures what a user who changes nothing gets.
@@ -39,32 +39,25 @@ from typing import Any
 from common.errors import HarnessError
 from harness.run.runner import RunOptions, execute, new_run_dir, run
 from harness.run.verdict import bad_types, explain, judge
+from workloads.spec import Variant, WorkloadSpec
 
-#: The anomaly type that must be found for each broken variant (docs/anomalies.md).
-EXPECTED = {
-    "at-least-once": "duplicate",
-    "offsets-outside-txn": "duplicate",
-    "read-uncommitted": "aborted-read",
-    "no-rewind": "lost",
-    "connect-at-least-once": "duplicate",
-}
-#: The "variants" that are correct clients, expected valid.
-CORRECT = ("eos", "queue", "connect")
-#: The connect workload's variants: the workers' ``exactly.once.source.support``.
-CONNECT_VARIANTS = {"connect": "enabled", "connect-at-least-once": "disabled"}
+
+def variants_of(spec: WorkloadSpec) -> dict[str, Variant]:
+    """A workload's campaign variants by name (one correct variant named after it when it
+    declares none)."""
+    return {v.name: v for v in spec.variants or (Variant(spec.name),)}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from harness.run.workloads import add_workload_flags
+    from harness.run.workloads import DEFAULT, add_workload_flags, get, names
     from harness.substrate.api import add_shape_arguments
-    from workloads.eos_config import VARIANTS
 
-    p.add_argument("--workload", choices=("eos", "queue", "connect"), default="eos")
+    p.add_argument("--workload", choices=names(), default=DEFAULT)
+    listed = "; ".join(f"{name}: {', '.join(variants_of(get(name).spec))}" for name in names())
     p.add_argument(
         "--variants",
         default=None,
-        help=f"eos: comma list of: {', '.join(VARIANTS)} (default eos); connect: "
-        f"{', '.join(CONNECT_VARIANTS)} (default connect)",
+        help=f"comma list of the workload's variants, the first the default ({listed})",
     )
     p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
     p.add_argument("--first-seed", type=int, default=1)
@@ -80,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # The run's own cluster and workload flags, read the same way (--variants replaces
     # --variant).
     add_shape_arguments(p)
-    add_workload_flags(p, ["eos", "queue", "connect"], skip=("--variant",))
+    add_workload_flags(p, names(), skip=("--variant",))
 
 
 def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> RunOptions:
@@ -92,10 +85,7 @@ def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> Run
 
     workload = get(args.workload)
     chosen: dict[str, Any] = workload.spec.isolate(tag) if tag else {}
-    if args.workload == "eos":
-        chosen["variant"] = variant
-    elif args.workload == "connect":
-        chosen["exactly_once"] = CONNECT_VARIANTS[variant]
+    chosen.update(variants_of(workload.spec)[variant].options)
     return RunOptions(
         workload=workload.name,
         time_limit=args.time_limit,
@@ -189,19 +179,22 @@ def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed:
     }
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarize(
+    runs: list[dict[str, Any]], variants: dict[str, Variant]
+) -> dict[str, dict[str, Any]]:
     """Per variant: how many runs, how many judged as they should be, and the rate."""
     out: dict[str, dict[str, Any]] = {}
     for r in runs:
         v = r["variant"]
+        expect = variants[v].expect
         s = out.setdefault(v, {"runs": 0, "as_expected": 0, "unknown": 0, "expect": ""})
         s["runs"] += 1
-        if v in CORRECT:
+        if expect is None:
             s["expect"] = "valid (no safety anomaly)"
             ok = r["valid"] is True
         else:
-            s["expect"] = f"invalid with {EXPECTED.get(v, '?')}"
-            ok = r["valid"] is False and EXPECTED.get(v) in r.get("bad_anomaly_types", [])
+            s["expect"] = f"invalid with {expect}"
+            ok = r["valid"] is False and expect in r.get("bad_anomaly_types", [])
         s["as_expected"] += ok
         s["unknown"] += r["valid"] not in (True, False)
     for s in out.values():
@@ -210,24 +203,16 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def campaign_command(args: argparse.Namespace) -> int:
-    from workloads.eos_config import VARIANTS
+    from harness.run.workloads import get
 
-    if args.workload == "queue":
-        if args.variants not in (None, "queue"):
-            raise HarnessError("--variants: the queue workload has no variants")
-        variants = ["queue"]
-    elif args.workload == "connect":
-        variants = [v.strip() for v in (args.variants or "connect").split(",") if v.strip()]
-        unknown = [v for v in variants if v not in CONNECT_VARIANTS]
-        if unknown or not variants:
-            raise HarnessError(
-                f"unknown variant(s) {unknown}; known: {', '.join(CONNECT_VARIANTS)}"
-            )
-    else:
-        variants = [v.strip() for v in (args.variants or "eos").split(",") if v.strip()]
-        unknown = [v for v in variants if v not in VARIANTS]
-        if unknown or not variants:
-            raise HarnessError(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    known = variants_of(get(args.workload).spec)
+    variants = [v.strip() for v in (args.variants or next(iter(known))).split(",") if v.strip()]
+    unknown = [v for v in variants if v not in known]
+    if unknown or not variants:
+        raise HarnessError(
+            f"unknown variant(s) {unknown} of the {args.workload} workload; "
+            f"known: {', '.join(known)}"
+        )
     if args.runs < 1:
         raise HarnessError("--runs must be at least 1")
     first = _checked(args, variants)
@@ -246,13 +231,13 @@ def campaign_command(args: argparse.Namespace) -> int:
                     f"({r['seconds']:.0f} s)" + (f"; late requests: {late}" if late else ""),
                     flush=True,
                 )
-                doc = {"args": vars(args), "runs": runs, "summary": summarize(runs)}
+                doc = {"args": vars(args), "runs": runs, "summary": summarize(runs, known)}
                 out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    summary = summarize(runs)
+    summary = summarize(runs, known)
     for variant, s in summary.items():
         print(
             f"{variant}: {s['as_expected']}/{s['runs']} {s['expect']} "
             f"(unknown {s['unknown']}; rate {s['rate']:.0%})"
         )
-    target = {v: (0.9 if v not in CORRECT else 1.0) for v in summary}
+    target = {v: (1.0 if known[v].expect is None else 0.9) for v in summary}
     return 0 if all(s["rate"] >= target[v] for v, s in summary.items()) else 1

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report.connect_journeys import ConnectJourneys, parse_value
 from harness.storefiles import read_json_dict
 from history import is_nemesis, iter_history
-from workloads.spec import Figures
+from workloads.spec import Figures, ReportSpec, WorkloadSpec
 
 
 @dataclass
@@ -49,15 +48,17 @@ class RunData:
     unfinished: list[tuple[float, str, int]] = field(default_factory=list)
     #: What the workload's figures count (``workloads.spec.Figures``).
     figures: Figures = field(default_factory=Figures)
+    #: What else the workload's report shows (``workloads.spec.ReportSpec``).
+    report: ReportSpec = field(default_factory=ReportSpec)
+    #: The workload's own figures: per figure title, ``(t, series, value)`` points.
+    series: dict[str, list[tuple[float, str, float]]] = field(default_factory=dict)
 
 
-def figures_of(config: dict[str, Any]) -> Figures:
-    """The figures the run's workload declares (plain op counts for an unknown one)."""
+def spec_of_run(config: dict[str, Any]) -> WorkloadSpec | None:
+    """The declaration of the run's workload (None for one no longer registered)."""
     from harness.run.workloads import spec_of
 
-    workload = config.get("workload", (config.get("options") or {}).get("workload"))
-    spec = spec_of(workload)
-    return spec.figures if spec is not None else Figures()
+    return spec_of(config.get("workload", (config.get("options") or {}).get("workload")))
 
 
 def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
@@ -65,8 +66,8 @@ def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
     most ``limit``, taken in turn from each checker so that every anomaly type gets some.
 
     The ops and records an example carries as context are not walked: they name every value
-    of a transaction, most of them innocent (and a connect example's records hold the
-    record's JSON text under ``value``, not a value's name).
+    of a transaction, most of them innocent (and some examples' records hold a record's
+    JSON text under ``value``, not a value's name).
     """
 
     def walk(node: Any, out: dict[str, None]) -> None:
@@ -99,22 +100,6 @@ def flagged_values(results: dict[str, Any] | None, limit: int) -> set[str]:
     return chosen
 
 
-def _values_in(op: dict[str, Any]) -> list[str]:
-    v = op.get("value")
-    if not isinstance(v, dict):
-        return []
-    found = []
-    for key in ("inputs", "values"):
-        for item in v.get(key) or []:
-            if isinstance(item, list):
-                found += [x for x in item if isinstance(x, str)]
-    for key in ("outputs", "records"):
-        for item in v.get(key) or []:
-            if isinstance(item, list) and len(item) > 2 and isinstance(item[2], str):
-                found.append(item[2][4:] if item[2].startswith("out-") else item[2])
-    return found
-
-
 def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     run_dir = Path(run_dir)
     data = RunData(
@@ -124,18 +109,29 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         read_json_dict(run_dir / "summary.json"),
         read_json_dict(run_dir / "schedule.json"),
     )
-    data.figures = figures = figures_of(data.config)
+    spec = spec_of_run(data.config)
+    if spec is not None:
+        data.figures, data.report = spec.figures, spec.report
+    figures, journeys = data.figures, data.report.journeys
     visible, fed = figures.throughput(), figures.fed()
+    series = [(s.title, s.points()) for s in data.report.series]
     history = run_dir / "history.jsonl"
     if not history.exists():
         return data
     flagged = flagged_values(data.results, journey_limit)
-    # A connect value ("<task>:<seqno>") is found by what the ops mean, an eos one by name;
-    # each search runs only if some value of its kind is wanted.
-    connect = ConnectJourneys(
-        flagged, lambda v, inv, op, what, res: _step(v, inv, op, data.t0, (what, res))
-    )
-    wanted = {v for v in flagged if parse_value(v) is None}
+    # A value the workload's finder claims is found by what the ops mean, any other by the
+    # name the ops carry; each search runs only if some value of its kind is wanted.
+    claimed = {v for v in flagged if journeys.claims(v)}
+    finder = None
+    if claimed and journeys.finder is not None:
+        finder = journeys.finder(
+            claimed, lambda v, inv, op, what, res: _step(v, inv, op, data.t0, (what, res))
+        )
+    wanted = flagged - claimed
+
+    def step(v: str, inv: dict[str, Any], op: dict[str, Any] | None) -> dict[str, Any]:
+        return _step(v, inv, op, data.t0, (_said(journeys.describe(v, inv, op), inv), None))
+
     invokes: dict[Any, tuple[int, dict[str, Any]]] = {}
     open_faults: dict[str, list[Fault]] = defaultdict(list)
     first = True
@@ -158,11 +154,11 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
             if f in figures.latency_fs:
                 data.txn_latency.append((t, (op["time"] - started) / 1e9, kind))
             if wanted:
-                vals = set(_values_in(inv)) | set(_values_in(op))
+                vals = set(journeys.carried(inv)) | set(journeys.carried(op))
                 for v in vals & wanted:
-                    data.journeys.setdefault(v, []).append(_step(v, inv, op, data.t0))
-            if connect:
-                connect.see(inv, op)
+                    data.journeys.setdefault(v, []).append(step(v, inv, op))
+            if finder:
+                finder.see(inv, op)
         if is_nemesis(proc) and kind == "ok":
             value = op.get("value") or {}
             if f == "start":
@@ -177,19 +173,22 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
             data.committed.append((t, n))
         if kind == "ok" and (n := fed(op)) is not None:
             data.seeded.append((t, n))
-        if f == "rebalance" and kind == "ok":
-            value = op.get("value") or {}
-            data.rebalances.append((t, str(value.get("event", "")), proc, value.get("generation")))
+        if kind == "ok" and (change := data.report.assignment(op)) is not None:
+            data.rebalances.append((t, change[0], proc, change[1]))
+        if kind == "ok":
+            for title, points in series:
+                for name, y in points(op) or ():
+                    data.series.setdefault(title, []).append((t, name, y))
     # Invokes never completed: the process was killed (or hung) inside the op. What it did
     # may still have reached Kafka, so these ops belong on the timeline and in journeys.
     for _started, inv in invokes.values():
         t = (inv["time"] - data.t0) / 1e9
         data.unfinished.append((t, str(inv["process"]), inv.get("index", 0)))
-        for v in set(_values_in(inv)) & wanted:
-            data.journeys.setdefault(v, []).append(_step(v, inv, None, data.t0))
-        if connect:
-            connect.see(inv, None)
-    for v, steps in connect.finish().items():
+        for v in set(journeys.carried(inv)) & wanted:
+            data.journeys.setdefault(v, []).append(step(v, inv, None))
+        if finder:
+            finder.see(inv, None)
+    for v, steps in (finder.finish() if finder else {}).items():
         data.journeys.setdefault(v, []).extend(steps)
     for fault in data.faults:
         if fault.end is None:
@@ -250,7 +249,7 @@ def log_steps(
                 "error": None,
             }
             named = list(ex.get("values") or [])
-            if isinstance(ex.get("value"), str):  # a connect example names its one seqno
+            if isinstance(ex.get("value"), str):  # an example that names its one value
                 named.append(ex["value"])
             for v in named:
                 if isinstance(v, str):
@@ -282,9 +281,8 @@ def _step(
 ) -> dict[str, Any]:
     """One row of a value's journey: when, who, and what happened to that value.
 
-    ``found``: what the op did to the value and the part of its result that concerns it, when
-    the workload says so itself (a connect read's matching records, not its millions); else
-    :func:`describe` says it and the row keeps the whole result.
+    ``found``: what the op did to the value and the part of its result that concerns it (None:
+    the whole result), as the workload's journeys say (``workloads.spec.Journeys``).
     """
     return {
         "t": round((inv["time"] - t0) / 1e9, 3),
@@ -292,51 +290,13 @@ def _step(
         "process": inv["process"],
         "f": inv["f"],
         "type": op["type"] if op else "never completed",
-        "what": found[0] if found else describe(value, inv, op),
+        "what": found[0] if found else "",
         "invoke": inv.get("value"),
-        "result": found[1] if found else op.get("value") if op else None,
+        "result": found[1] if found and found[1] is not None else op.get("value") if op else None,
         "error": op.get("error") if op else None,
     }
 
 
-def describe(value: str, inv: dict[str, Any], op: dict[str, Any] | None) -> str:
-    """What an op did to ``value``, in words: where it was seeded, which transaction read it
-    and where its output went, where the final read found it. Other ops: their error."""
-    iv = inv.get("value") if isinstance(inv.get("value"), dict) else {}
-    ov = op.get("value") if op and isinstance(op.get("value"), dict) else {}
-    out = f"out-{value}"
-    parts: list[str] = []
-    if inv["f"] == "send":
-        for item in ov.get("values") or iv.get("values") or []:
-            if isinstance(item, list) and item and item[0] == value:
-                where = f"partition {item[1]}" if len(item) > 1 else "?"
-                offset = item[2] if len(item) > 2 else None
-                parts.append(
-                    f"seeded to input {where}" + (f" @ {offset}" if offset is not None else "")
-                )
-    elif inv["f"] == "txn":
-        for item in iv.get("inputs") or []:
-            if isinstance(item, list) and len(item) > 2 and item[2] == value:
-                parts.append(f"input {item[0]}@{item[1]} in txn {iv.get('txn')}")
-        parts.append(
-            f"transactional id {iv.get('transactional_id') or '-'}, "
-            f"generation {iv.get('generation')}"
-        )
-        for item in ov.get("outputs") or []:
-            if isinstance(item, list) and len(item) > 2 and item[2] == out:
-                parts.append(f"wrote {out} to output {item[0]}@{item[1]}")
-    elif inv["f"] == "read":
-        for rec in ov.get("records") or []:
-            if isinstance(rec, list) and len(rec) > 2 and rec[2] == out:
-                h = rec[3] if len(rec) > 3 and isinstance(rec[3], dict) else {}
-                parts.append(
-                    f"{ov.get('isolation', iv.get('isolation', ''))} read found {out} at output "
-                    f"{ov.get('partition', iv.get('partition'))}@{rec[0]} (written by instance "
-                    f"{h.get('instance', '?')}, generation {h.get('generation', '?')}, txn "
-                    f"{h.get('txn-seq', '?')}, transactional id {h.get('transactional-id') or '-'})"
-                )
-    if op is None:
-        parts.append("the process never completed this op (killed or stopped inside it)")
-    elif op.get("error"):
-        parts.append(f"error: {op.get('error')}")
-    return "; ".join(parts) or json.dumps(iv, default=str)[:300]
+def _said(what: str, inv: dict[str, Any]) -> str:
+    """What the workload said an op did to a value, or the op's own value when it said nothing."""
+    return what or json.dumps(inv.get("value"), default=str)[:300]

@@ -89,7 +89,13 @@ def timeline(data: RunData, flagged: set[int]) -> str:
 
 
 def throughput_latency(data: RunData) -> str:
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(12, 7.5), sharex=True)
+    """Throughput, latency and backlog as the workload's figures count them; no latency panel
+    for a workload that times no op."""
+    if data.figures.latency_fs:
+        fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(12, 7.5), sharex=True)
+    else:
+        fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(12, 5.2), sharex=True)
+        ax2 = None
     span = int(data.span) + 1
     committed = Counter()
     for t, n in data.committed:
@@ -99,17 +105,8 @@ def throughput_latency(data: RunData) -> str:
     ax1.set_ylabel(data.figures.throughput_label)
     for t, event, _proc, _gen in data.rebalances:
         ax1.axvline(t, color="#6a1b9a" if event == "assign" else "#9e9e9e", lw=0.5, alpha=0.6)
-    _shade(ax2, data)
-    for kind in ("ok", "info", "fail"):
-        pts = [(t, lat) for t, lat, k in data.txn_latency if k == kind]
-        if pts:
-            ax2.scatter(
-                [p[0] for p in pts], [p[1] for p in pts], s=4, color=COLORS[kind], label=kind
-            )
-    ax2.set_ylabel(data.figures.latency_label)
-    if data.txn_latency:
-        ax2.set_yscale("log")
-        ax2.legend(loc="upper right", fontsize=8)
+    if ax2 is not None:
+        _latency(ax2, data)
     _shade(ax3, data)
     seeded = committed_total = 0
     backlog = []
@@ -124,6 +121,47 @@ def throughput_latency(data: RunData) -> str:
         ax3.plot([b[0] for b in backlog], [b[1] for b in backlog], color="#37474f", lw=1)
     ax3.set_ylabel(data.figures.backlog_label)
     ax3.set_xlim(0, max(data.span, 1))  # shared x: the same seconds as the timeline
-    ax3.set_xlabel("seconds since the first op (vertical lines: rebalances)")
+    ax3.set_xlabel(
+        f"seconds since the first op (vertical lines: {data.report.assignments_title.lower()})"
+    )
     ax1.set_title(data.figures.title)
     return _png(fig)
+
+
+def _latency(ax: plt.Axes, data: RunData) -> None:
+    _shade(ax, data)
+    for kind in ("ok", "info", "fail"):
+        pts = [(t, lat) for t, lat, k in data.txn_latency if k == kind]
+        if pts:
+            ax.scatter(
+                [p[0] for p in pts], [p[1] for p in pts], s=4, color=COLORS[kind], label=kind
+            )
+    ax.set_ylabel(data.figures.latency_label)
+    if data.txn_latency:
+        ax.set_yscale("log")
+        ax.legend(loc="upper right", fontsize=8)
+
+
+def series_figures(data: RunData) -> list[tuple[str, str]]:
+    """The workload's own figures (``workloads.spec.Series``), each a step line per series
+    with the fault bands: ``(title, png)`` for those with points."""
+    out = []
+    for spec in data.report.series:
+        points = data.series.get(spec.title)
+        if not points:
+            continue
+        fig, ax = plt.subplots(figsize=(12, 2.6))
+        _shade(ax, data)
+        names = sorted({name for _, name, _ in points})
+        for name in names:
+            xs = [t for t, n, _ in points if n == name]
+            ys = [y for _, n, y in points if n == name]
+            ax.step([*xs, data.span], [*ys, ys[-1]], where="post", lw=1, label=name)
+        ax.set_ylabel(spec.ylabel)
+        ax.set_xlim(0, max(data.span, 1))
+        ax.set_xlabel("seconds since the first op")
+        ax.set_title(spec.title)
+        if len(names) <= 12:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        out.append((spec.title, _png(fig)))
+    return out

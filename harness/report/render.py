@@ -10,19 +10,20 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from checkers.anomalies import counts_of, describe, found
-from harness.report.connect_journeys import parse_value
 from harness.report.data import RunData, flagged_values, load_run
-from harness.report.plots import fault_colors, throughput_latency, timeline
+from harness.report.plots import fault_colors, series_figures, throughput_latency, timeline
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_EXAMPLES = 5
 
 
 def workload_options(config: dict[str, Any]) -> dict[str, Any]:
-    """The workload's options as ``config.json`` holds them (under the workload's name in
-    runs stored before the workload registry: ``eos`` in the options, ``queue`` beside)."""
+    """The workload's options as ``config.json`` holds them (under the workload's name, in
+    the options or beside them, in runs stored before the workload registry)."""
+    from harness.run.workloads import DEFAULT
+
     opts = config.get("options", config)
-    name = str(opts.get("workload", "eos"))
+    name = str(opts.get("workload", DEFAULT))
     return dict(opts.get("workload_options") or config.get(name) or opts.get(name) or {})
 
 
@@ -30,11 +31,11 @@ def repro_command(data: RunData) -> str:
     """The command line that runs this test again: the run's own flags, and the flags of
     its workload's options as the workload declares them (``workloads.spec.Option``)."""
     from harness.run.options import repro_args as run_flags
-    from harness.run.workloads import spec_of
+    from harness.run.workloads import DEFAULT, spec_of
 
     c = data.config
     opts = c.get("options", c)
-    workload = str(opts.get("workload", "eos"))
+    workload = str(opts.get("workload", DEFAULT))
     spec = spec_of(workload)
     args = ["python", "-m", "harness", "run", "--workload", workload]
     if spec is not None:
@@ -88,8 +89,8 @@ def _checkers(results: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]
 
 
 def _examples_of(src: dict[str, Any], name: str) -> dict[str, list[Any]]:
-    """Examples keyed by anomaly type: the queue checker keeps ``{type: [..]}``, an eos
-    checker a plain list (its type is the checker's name)."""
+    """Examples keyed by anomaly type: a checker of several types keeps ``{type: [..]}``, a
+    checker of one a plain list (its type is the checker's name)."""
     ex = src.get("examples")
     if isinstance(ex, dict):
         return {k: v for k, v in ex.items() if isinstance(v, list)}
@@ -171,18 +172,12 @@ def _active(data: RunData, t: float, until: float | None = None) -> list[str]:
     ]
 
 
-def _journey_order(value: str) -> tuple[int, int, str]:
-    """Connect values (``task:seqno``) by task, then seqno as a number (``1:10`` after
-    ``1:9``); any other value by its name."""
-    ts = parse_value(value)
-    return (ts[0], ts[1], "") if ts else (-1, -1, value)
-
-
 def _journeys(data: RunData) -> list[tuple[str, list[dict[str, Any]]]]:
     """Every op that touched a flagged value, in time order, with the faults active while it
     ran."""
     out = []
-    for value, steps in sorted(data.journeys.items(), key=lambda kv: _journey_order(kv[0])):
+    order = data.report.journeys.order
+    for value, steps in sorted(data.journeys.items(), key=lambda kv: order(kv[0])):
         rows = []
         for s in sorted(steps, key=lambda s: s["t"]):
             # An op that never completed: the faults at its start (its end is unknown).
@@ -230,6 +225,8 @@ def _time(data: RunData) -> str:
 
 def write_report(run_dir: Path) -> Path:
     """Render the report of ``run_dir`` to ``run_dir/report.html`` and return its path."""
+    from harness.run.workloads import DEFAULT
+
     run_dir = Path(run_dir)
     data = load_run(run_dir)
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape())
@@ -257,7 +254,7 @@ def write_report(run_dir: Path) -> Path:
         run_time=_time(data),
         kafka_version=data.config.get("kafka_version_resolved") or opts.get("kafka_version"),
         transaction_version=opts.get("transaction_version"),
-        workload=opts.get("workload", "eos"),
+        workload=opts.get("workload", DEFAULT),
         client=wopts.get("client", "python"),
         variant=wopts.get("variant", ""),
         seed=opts.get("seed"),
@@ -269,10 +266,13 @@ def write_report(run_dir: Path) -> Path:
         config_json=json.dumps(data.config, indent=1, default=str),
         checkers=_checkers(data.results),
         errors=(data.results or {}).get("errors") or {},
-        summary=(data.summary or {}).get("summary"),
-        stats=(data.summary or {}).get("stats"),
+        summary_lines=(data.summary or {}).get("lines") or [],
+        drained=(data.summary or {}).get("drained", True),
         anomalies=_anomalies(data.results),
         journeys=_journeys(data),
+        journeys_intro=data.report.journeys.intro,
+        assignments_title=data.report.assignments_title,
+        series=series_figures(data),
         timeline_png=timeline(data, _flagged_indexes(data.results)),
         throughput_png=throughput_latency(data),
         figures_title=data.figures.title,

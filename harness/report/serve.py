@@ -47,7 +47,7 @@ class RunRow:
 
 
 def anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
-    """Anomaly type -> count over every checker (eos checkers report ``count``, the others an
+    """Anomaly type -> count over every checker (some report a ``count``, the others an
     ``anomalies`` map), zero counts left out."""
     counts: dict[str, int] = {}
     for _, kind, n in found(results):
@@ -86,7 +86,7 @@ def read_run(store: Path, run_dir: Path) -> RunRow:
         kafka_version=str(
             config.get("kafka_version_resolved")
             or config.get("kafka_version")
-            or (config.get("options") or {}).get("kafka_version")  # a queue run before the
+            or (config.get("options") or {}).get("kafka_version")  # a run stored before the
             or "?"  # workload registry kept its options under "options"
         ),
         verdict=verdict,

@@ -89,11 +89,17 @@ class Outcome:
 @dataclass
 class RunSummary:
     """Plain counts from the merged history, printed beside the checkers' verdict and never
-    instead of it: ``tally`` (with ``line``, its one-line form) and throughput ``stats``."""
+    instead of it: ``tally`` (with ``line``, its one-line form) and throughput ``stats``
+    (with ``stats_line``). The summary and the report show :attr:`lines` as they are."""
 
     tally: dict[str, Any] | None = None
     line: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    stats_line: str | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        return [x for x in (self.line, self.stats_line) if x]
 
 
 def _no_summary(ops: list[Op]) -> RunSummary:

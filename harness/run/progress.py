@@ -1,8 +1,9 @@
 """Live progress of a run, read from the history files as they grow.
 
-The display knows nothing about the workload or the nemeses: it tails the per-process
-history files in ``<run>/processes/`` (the same contract the checkers read), so it shows
-what the history will show, and it cannot disturb the run. On a terminal it is a ``rich``
+The display knows nothing about the workload or the nemeses but what the workload declares
+(which op shows its load under way, ``workloads.spec.WorkloadSpec.load_started``): it tails the
+per-process history files in ``<run>/processes/`` (the same contract the checkers read), so it
+shows what the history will show, and it cannot disturb the run. On a terminal it is a ``rich``
 live panel; otherwise (CI logs, README captures) one plain line every ``every`` seconds.
 """
 
@@ -12,18 +13,16 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from history.schema import is_nemesis
 
-#: Supervisor ops that start / end a client process (eos processors, queue clients).
+#: Supervisor ops that start / end a client process (docs/history-format.md).
 _SPAWN = "spawn"
 _EXITS = ("processor-exit", "exit", "worker-exit")
-#: A client's completed op of the workload proper (queue clients; eos processors do ``txn``
-#: only once seeding began): the run is under load.
-_CLIENT_WORK = ("send", "poll", "txn")
 
 
 @dataclass
@@ -73,6 +72,8 @@ class RunWatcher:
 
     run_dir: Path
     time_limit: float
+    #: Whether a completed op shows the load under way (the workload's declaration).
+    load_started: Callable[[Mapping[str, Any]], bool] = lambda op: False
     started: float = field(default_factory=time.monotonic)
     _tails: dict[Path, _Tail] = field(default_factory=dict)
     _ops: int = 0
@@ -131,11 +132,7 @@ class RunWatcher:
                 self._pids.add(value.get("pid"))
             elif f in _EXITS:
                 self._pids.discard(value.get("pid"))
-        elif self._phase == "setting up" and (
-            (process == "seeder" and f == "send")  # eos: the pipeline is being fed
-            or (isinstance(process, int) and f in _CLIENT_WORK and op["type"] == "ok")
-            or (process == "connect" and f == "create" and op["type"] == "ok")  # connect
-        ):
+        elif self._phase == "setting up" and op["type"] == "ok" and self.load_started(op):
             self._phase = "running"
         elif process == "final":
             self._phase = "final reads"
@@ -144,8 +141,14 @@ class RunWatcher:
 class LiveProgress:
     """A thread that shows :class:`RunWatcher` snapshots until :meth:`stop`."""
 
-    def __init__(self, run_dir: Path, time_limit: float, every: float = 10.0) -> None:
-        self.watcher = RunWatcher(run_dir, time_limit)
+    def __init__(
+        self,
+        run_dir: Path,
+        time_limit: float,
+        load_started: Callable[[Mapping[str, Any]], bool],
+        every: float = 10.0,
+    ) -> None:
+        self.watcher = RunWatcher(run_dir, time_limit, load_started)
         self.every = every
         self.phase: str | None = None
         self._stop = threading.Event()

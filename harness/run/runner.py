@@ -25,7 +25,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,8 @@ class RunResult:
     stats: dict[str, Any]
     #: The tally in one line, printed beside the verdict.
     tally_line: str | None = None
+    #: What the summary and the report say beside the verdict (tally, throughput).
+    lines: list[str] = field(default_factory=list)
     #: The checkers' verdict (``results.json``); set by :func:`run` once the cluster's
     #: evidence is on disk, or by a caller of :func:`execute` via ``harness.run.verdict.judge``.
     verdict: dict[str, Any] | None = None
@@ -147,11 +149,19 @@ def execute(
     stats = {**summary.stats, **outcome.stats}
     (run_dir / "summary.json").write_text(
         json.dumps(
-            {"summary": summary.tally, "stats": stats, "drained": outcome.finished}, indent=2
+            {
+                "summary": summary.tally,
+                "stats": stats,
+                "drained": outcome.finished,
+                "lines": summary.lines,
+            },
+            indent=2,
         )
         + "\n"
     )
-    return RunResult(run_dir, history_path, summary.tally, outcome.finished, stats, summary.line)
+    return RunResult(
+        run_dir, history_path, summary.tally, outcome.finished, stats, summary.line, summary.lines
+    )
 
 
 def run(

@@ -17,14 +17,14 @@ def _mark(valid: Any) -> str:
 
 
 def summary_table(verdict: dict[str, Any]) -> Table:
-    """One row per checker (per check family of the queue checker), then liveness."""
+    """One row per checker (per check family of a checker that has several), then liveness."""
     table = Table(title="verdict", title_justify="left")
     table.add_column("checker")
     table.add_column("verdict")
     table.add_column("anomalies")
     checkers = verdict.get("checkers") or {}
-    if not checkers:  # results.json of a queue run stored before the checker suites
-        checkers = {"queue": verdict}
+    if not checkers:  # results.json of one checker, stored before the checker suites
+        checkers = {str(verdict.get("checker", "checker")): verdict}
     for name, res in checkers.items():
         counts = counts_of(name, res)
         listed = ", ".join(f"{t} x{n}" for t, n in sorted(counts.items())) or "-"
@@ -45,21 +45,14 @@ def print_summary(
     run_dir: Path,
     report: Path | None,
     *,
-    stats: dict[str, Any] | None = None,
-    tally: str | None = None,
+    lines: list[str] | None = None,
     seconds: float = 0.0,
     console: Console | None = None,
 ) -> None:
     console = console or Console(highlight=False)
     console.print(summary_table(verdict))
-    if tally:  # the driver's plain counts: beside the verdict, never a verdict of its own
-        console.print(tally)
-    if stats:
-        console.print(
-            f"throughput: {stats.get('txns_per_s', 0)} txn/s, "
-            f"{stats.get('records_per_s', 0)} records/s"
-            + (f" ({stats['note']})" if stats.get("note") else "")
-        )
+    for line in lines or []:  # the driver's plain counts: beside the verdict, never one
+        console.print(line)
     console.print(f"verdict: {explain(verdict)}")
     console.print(f"report: {report or '(not written: see the log)'}")
     console.print(f"run: {run_dir} ({seconds:.0f} s)")

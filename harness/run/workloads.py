@@ -25,6 +25,9 @@ from workloads.spec import Option, WorkloadSpec
 BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD, connect.WORKLOAD)
 
 _REGISTRY: dict[str, Workload] = {w.name: w for w in BUILTIN}
+#: The workload of a run that does not say (``--workload``'s default, and a run stored before
+#: runs named theirs): the first built-in one, the project's main job.
+DEFAULT = BUILTIN[0].name
 
 
 def register(workload: Workload) -> Workload:
@@ -50,7 +53,7 @@ def get(name: str) -> Workload:
 
 def spec_of(name: str | None) -> WorkloadSpec | None:
     """The declaration of a stored run's workload (None for one no longer registered)."""
-    workload = _REGISTRY.get(name or "eos")
+    workload = _REGISTRY.get(name or DEFAULT)
     return workload.spec if workload else None
 
 
@@ -89,7 +92,7 @@ def _flags(names: list[str] | None = None) -> list[Option]:
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """``--workload`` and the flags of every workload."""
-    p.add_argument("--workload", choices=names(), default="eos")
+    p.add_argument("--workload", choices=names(), default=DEFAULT)
     add_workload_flags(p)
 
 

@@ -176,7 +176,9 @@ def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
 
 def summarize(ops: list[Op]) -> RunSummary:
     tally = drain_tally(ops)
-    return RunSummary(tally, tally_line(tally), run_stats(ops))
+    stats = run_stats(ops)
+    throughput = f"throughput: {stats['txns_per_s']} txn/s, {stats['records_per_s']} records/s"
+    return RunSummary(tally, tally_line(tally), stats, throughput)
 
 
 WORKLOAD = Workload(SPEC, drive, summarize)

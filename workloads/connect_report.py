@@ -1,4 +1,6 @@
-"""The journey of a connect value: one seqno of one task, named ``"<task>:<seqno>"``.
+"""What the report shows of a connect run: the journey of a value (one seqno of one task,
+named ``"<task>:<seqno>"``), the workers' assignments and task-count changes, and figures of
+the seqnos Connect confirmed per task, the task count and the workers' generations.
 
 The ``connect`` workload (docs/history-format.md, "Workload connect") has no value that
 travels through ops as a string, as the eos workload's do: a seqno is handed to Connect inside
@@ -13,19 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from workloads.spec import Figures, Journeys, MakeStep, ReportSpec, Series
 
 #: A connect value's name: ``<task>:<seqno>``.
 VALUE = re.compile(r"(\d+):(\d+)")
 
 #: The key of a record's seqno in its JSON text.
 SEQNO_KEY = '"seqno"'
-
-#: Makes a journey row of ``value`` from an invoke, its completion (None if it never
-#: completed), the sentence saying what the op did to the value, and the part of the op's
-#: result that concerns the value.
-MakeStep = Callable[[str, dict[str, Any], dict[str, Any] | None, str, Any], dict[str, Any]]
 
 
 def parse_value(value: str) -> tuple[int, int] | None:
@@ -230,3 +229,99 @@ class ConnectJourneys:
             self._add(
                 value, self.make_step(value, inv, op, what, {"topic": topic, "records": recs})
             )
+
+
+# --- the report's declaration ---------------------------------------------------------------
+
+
+def _ranges_size(op: Mapping[str, Any], f: str) -> int | None:
+    """Seqnos a task journal's ``f`` op covers (``polled``: handed to Connect; ``committed``:
+    confirmed by Connect)."""
+    value = op.get("value")
+    if op.get("process") != "tasks" or op.get("f") != f or not isinstance(value, dict):
+        return None
+    return sum(int(b) - int(a) + 1 for a, b in value.get("seqnos") or [])
+
+
+def _confirmed(op: Mapping[str, Any]) -> int | None:
+    return _ranges_size(op, "committed")
+
+
+def _polled(op: Mapping[str, Any]) -> int | None:
+    return _ranges_size(op, "polled")
+
+
+def _highest_confirmed(op: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+    value = op.get("value")
+    if op.get("process") != "tasks" or op.get("f") != "committed" or not isinstance(value, dict):
+        return None
+    ranges = value.get("seqnos") or []
+    return [(f"task {value.get('task')}", ranges[-1][1])] if ranges else None
+
+
+def _task_count(op: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+    value = op.get("value")
+    if op.get("process") != "connect" or not isinstance(value, dict):
+        return None
+    if op.get("f") == "reconfigure" and isinstance(value.get("tasks"), int):
+        return [("tasks asked for", value["tasks"])]
+    if op.get("f") == "status" and isinstance(value.get("tasks"), list):
+        running = [t for t in value["tasks"] if t.get("state") == "RUNNING"]
+        return [("tasks running", len(running))]
+    return None
+
+
+def _generation(op: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+    value = op.get("value")
+    if op.get("process") != "tasks" or op.get("f") != "assignment" or not isinstance(value, dict):
+        return None
+    return [(f"worker {value.get('worker')}", value.get("generation", 0))]
+
+
+def _assignment(op: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """A worker joined a generation with its tasks, or the task count was changed."""
+    value = op.get("value")
+    if not isinstance(value, dict):
+        return None
+    if op.get("process") == "tasks" and op.get("f") == "assignment":
+        return f"worker {value.get('worker')} given tasks {value.get('tasks')}", value.get(
+            "generation"
+        )
+    if op.get("process") == "connect" and op.get("f") == "reconfigure":
+        return f"task count set to {value.get('tasks')}", None
+    return None
+
+
+def _journey_order(value: str) -> tuple[Any, ...]:
+    """By task, then seqno as a number (``1:10`` after ``1:9``)."""
+    ts = parse_value(value)
+    return (ts[0], ts[1], "") if ts else (-1, -1, value)
+
+
+FIGURES = Figures(
+    throughput=lambda: _confirmed,
+    fed=lambda: _polled,
+    throughput_label="seqnos/s\nconfirmed",
+    backlog_label="polled, not yet\nconfirmed",
+    title="seqnos Connect confirmed to the tasks, and those polled but not yet confirmed, "
+    "with fault bands",
+)
+
+REPORT = ReportSpec(
+    journeys=Journeys(
+        intro="Every operation that touched a seqno an example names (task:seqno): the task "
+        "instance that started before writing it (and any later one that wrote it again), the "
+        "journal entries where it was polled and where Connect confirmed it (committed), the "
+        "final reads' records holding it and the committed source offset naming it.",
+        claims=lambda value: parse_value(value) is not None,
+        finder=lambda values, make_step: ConnectJourneys(values, make_step),
+        order=_journey_order,
+    ),
+    assignment=_assignment,
+    assignments_title="Worker assignments and task-count changes",
+    series=(
+        Series("seqnos Connect confirmed, per task", "highest seqno", lambda: _highest_confirmed),
+        Series("tasks", "task count", lambda: _task_count),
+        Series("worker generations", "generation", lambda: _generation),
+    ),
+)
