@@ -293,9 +293,10 @@ def test_workload_processors_get_their_slots_group_id(tmp_path: Path, workload: 
 
         sup = EosWorkload(EosOptions(), access, tmp_path)
     else:
-        from workloads.queue import QueueOptions, QueueWorkload
+        from workloads.queue import QueueWorkload
+        from workloads.queue_options import QueueOptions
 
-        sup = QueueWorkload(QueueOptions(topic="t"), access, tmp_path)
+        sup = QueueWorkload(QueueOptions(topic="t"), access, tmp_path, time_limit=30)
     try:
         child = sup._spawn(1)
         assert child.gid == TEST_GID + 1 and fs_gid(child.proc.pid) == TEST_GID + 1
@@ -386,7 +387,8 @@ def test_a_cut_client_cannot_reach_the_brokers_until_healed(
     """Two real queue clients; one is cut: it completes no op while the other goes on, a
     connection from its group gets nowhere, and after the heal the rule is gone and its slot
     works again."""
-    from workloads.queue import QueueOptions, run_queue
+    from workloads.queue import run_queue
+    from workloads.queue_options import QueueOptions
 
     c = healthy_cluster
     seen: dict[str, Any] = {}
@@ -427,8 +429,8 @@ def test_a_cut_client_cannot_reach_the_brokers_until_healed(
         seen["recovered"] = round((time.monotonic_ns() - healed_at) / 1e9, 1)
 
     topic = f"q-cut-{uuid.uuid4().hex[:6]}"
-    opts = QueueOptions(topic=topic, seed=11, clients=2, time_limit=40, sub_via="assign")
-    path = run_queue(c, harness_store / "queue" / topic, opts, during=cut_one)
+    opts = QueueOptions(topic=topic, seed=11, clients=2, sub_via="assign")
+    path = run_queue(c, harness_store / "queue" / topic, opts, time_limit=40, during=cut_one)
     print(f"\ncut-processor: {seen}")
     assert seen.get("recovered") is not None, seen
     assert seen["cut_ok"] == 0, seen

@@ -266,7 +266,7 @@ def test_java_processors_stay_exactly_once_when_killed(
 def test_java_queue_clients_are_valid(kafka_cluster: Any, harness_store: Path, spark: Any) -> None:
     from harness.run.runner import RunOptions, execute
     from harness.run.verdict import judge
-    from workloads.queue import QueueOptions
+    from workloads.queue_options import QueueOptions
 
     tag = uuid.uuid4().hex[:6]
     options = QueueOptions(topic=f"queue-java-{tag}", client="java", clients=3, seed=5)

@@ -10,8 +10,8 @@ import pytest
 from common.errors import HarnessError
 from workloads.eos_config import EosOptions, Hook, ProcessorConfig
 from workloads.jsonconfig import from_json
-from workloads.queue import QueueOptions
 from workloads.queue_config import BadConfig, ClientConfig
+from workloads.queue_options import QueueOptions
 
 
 @dataclass

@@ -12,6 +12,7 @@ with are checked where they are made.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,8 +31,8 @@ from harness.run.workloads import complete
 from harness.substrate.api import ClusterConfig
 from workloads.clients import TxnDelay, make_clients
 from workloads.eos_config import EosOptions, ProcessorConfig
-from workloads.queue import QueueOptions
 from workloads.queue_config import ClientConfig
+from workloads.queue_options import QueueOptions
 
 KNOBS = (
     "--nodes", "5",
@@ -449,7 +450,9 @@ def test_the_queue_client_is_built_and_recorded_with_the_knobs(
             workload_options=_options("--workload", "queue", *KNOBS).workload_options,
         )
     ).workload_options
-    cfg = options.process_config(3, "127.0.0.1:9", tmp_path / "3.jsonl", None)
+    cfg = options.process_config(
+        3, "127.0.0.1:9", tmp_path / "3.jsonl", time.monotonic_ns() + 10**10
+    )
     assert ClientConfig.from_json(cfg.to_json()) == cfg
     client = QueueClient(cfg)
 
@@ -475,7 +478,8 @@ def test_the_queue_client_pauses_between_micro_ops_and_before_the_commit(
 ) -> None:
     from workloads.queue_client import QueueClient
 
-    cfg = QueueOptions(txn_delay_ms=30).process_config(2, "b:1", tmp_path / "2.jsonl", None)
+    end = time.monotonic_ns() + 30 * 10**9
+    cfg = QueueOptions(txn_delay_ms=30).process_config(2, "b:1", tmp_path / "2.jsonl", end)
     client = QueueClient(cfg)
     calls: list[str] = []
     client.delay.wait = lambda s: calls.append("delay")

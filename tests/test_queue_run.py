@@ -73,7 +73,7 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
     assert (run_dir / "history.jsonl").is_file() and (run_dir / "processes").is_dir()
     config = json.loads((run_dir / "config.json").read_text())
     assert config["workload"] == "queue" and config["checker_suites"] == ["queue"]
-    assert config["kafka_version_resolved"] and config["workload_options"]["time_limit"] == 20
+    assert config["kafka_version_resolved"] and config["time_limit"] == 20
     results = json.loads((run_dir / "results.json").read_text())
     assert "queue" in results["checkers"] and "checker" not in results["checkers"]
     # Where the run's time went, phase by phase, ending with the verdict.

@@ -24,9 +24,10 @@ from common.waits import wait_for
 from history import Recorder, check_pairing, load_history, merge_histories, read_process_file
 from workloads import clients
 from workloads.clients import ClientError
-from workloads.queue import QueueOptions, QueueWorkload, run_queue
+from workloads.queue import QueueWorkload, run_queue
 from workloads.queue_client import QueueClient, main
 from workloads.queue_config import EXIT_BAD_CONFIG, VALUE_STRIDE, BadConfig, ClientConfig
+from workloads.queue_options import QueueOptions
 
 QUEUE_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 
@@ -145,12 +146,12 @@ def test_rebalance_log_survives_the_format_and_reaches_the_checker(tmp_path: Pat
 
 
 def _run(
-    cluster: Any, store: Path, name: str, during: Any = None, **kw: Any
+    cluster: Any, store: Path, name: str, during: Any = None, time_limit: float = 30.0, **kw: Any
 ) -> tuple[Path, list[dict[str, Any]], dict[str, Any], QueueOptions]:
     topic = f"q-{name}-{uuid.uuid4().hex[:6]}"
     opts = QueueOptions(topic=topic, seed=7, **kw)
     t0 = time.monotonic()
-    path = run_queue(cluster, store / "queue" / topic, opts, during=during)
+    path = run_queue(cluster, store / "queue" / topic, opts, time_limit=time_limit, during=during)
     ops = load_history(path)  # validates format v1: header, indexes, times, pairing rules
     result = check_queue(load_queue_history(path), sub_via=opts.sub_via)
     print(

@@ -165,7 +165,7 @@ def test_checkers_refuse_a_suite_they_do_not_have(tmp_path: Path) -> None:
 
 def _queue_run_dir(tmp_path: Path, options: dict[str, Any], history: bool = True) -> Path:
     from harness.run.options import RunOptions
-    from workloads.queue import QueueOptions
+    from workloads.queue_options import QueueOptions
 
     run_dir = tmp_path / "queue-run"
     run_dir.mkdir()

@@ -12,17 +12,12 @@ workload "connect"; the ``connect`` checker suite judges it.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -35,11 +30,14 @@ from workloads import eos_final
 from workloads.connect_config import (
     BOUNDARIES,
     EXACTLY_ONCE,
+    WORKER_LOG4J1,
+    WORKER_LOG4J2,
     WORKER_MAIN,
     ConnectOptions,
 )
 from workloads.connect_journal import TaskJournals
 from workloads.connect_report import FIGURES, REPORT
+from workloads.connect_rest import RestError, free_port, port_of, rest_call
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, Supervisor, child_env, spawn_command
 from workloads.spec import Option, Variant, WorkloadSpec
@@ -53,72 +51,8 @@ log = logging.getLogger("workloads.connect")
 WORKER_JVM_OPTS = ("-Xms96m", "-Xmx384m", *JVM_OPTS[2:])
 #: How often the REST driver asks for the connector's status.
 STATUS_INTERVAL_S = 1.0
-REST_TIMEOUT_S = 5.0
 #: A worker that dies at once (bad config, port taken) is not restarted in a tight loop.
 MIN_LIFETIME_S = 3.0
-
-#: Log levels of the workers: Connect's herder and task life cycle at INFO (the rebalances,
-#: the fencing and the task starts a reader of a failed run needs), the rest at WARN.
-_LOG4J1 = """\
-log4j.rootLogger=WARN, out
-log4j.appender.out=org.apache.log4j.ConsoleAppender
-log4j.appender.out.layout=org.apache.log4j.PatternLayout
-log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c{1})%n
-log4j.logger.org.apache.kafka.connect.runtime.distributed=INFO
-log4j.logger.org.apache.kafka.connect.runtime.Worker=INFO
-"""
-_LOG4J2 = """\
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c{1})%n
-rootLogger.level = WARN
-rootLogger.appenderRef.out.ref = OUT
-logger.herder.name = org.apache.kafka.connect.runtime.distributed
-logger.herder.level = INFO
-logger.worker.name = org.apache.kafka.connect.runtime.Worker
-logger.worker.level = INFO
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RestError(Exception):
-    """A REST call that did not succeed: ``code`` is the HTTP status or a transport error."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-    def as_error(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message[:300]}
-
-
-def rest_call(port: int, method: str, path: str, body: Any = None) -> Any:
-    """One call to a worker's REST API; the decoded JSON answer (None for an empty one)."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=REST_TIMEOUT_S) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        text = exc.read().decode("utf-8", "replace")
-        with contextlib.suppress(ValueError):
-            text = json.loads(text).get("message", text)
-        raise RestError(f"HTTP_{exc.code}", str(text)) from None
-    except (OSError, TimeoutError) as exc:
-        raise RestError(type(exc).__name__, str(exc)) from None
-    return json.loads(raw) if raw.strip() else None
 
 
 class ConnectWorkload(Supervisor):
@@ -194,7 +128,7 @@ class ConnectWorkload(Supervisor):
         status = self._status or {}
         by_port: dict[int, str] = {}
         for task in status.get("tasks") or []:
-            port = _port_of(task.get("worker_id"))
+            port = port_of(task.get("worker_id"))
             if port is not None and task.get("state") == "RUNNING":
                 by_port.setdefault(port, f"{self.options.transactional_id_prefix}{task['id']}")
         out = {}
@@ -227,7 +161,7 @@ class ConnectWorkload(Supervisor):
             tasks = sorted(
                 (t["id"], p)
                 for t in (self._status or {}).get("tasks") or []
-                if t.get("state") == "RUNNING" and (p := _port_of(t.get("worker_id"))) is not None
+                if t.get("state") == "RUNNING" and (p := port_of(t.get("worker_id"))) is not None
             )
             if not tasks:
                 return None
@@ -280,7 +214,7 @@ class ConnectWorkload(Supervisor):
         cmd = self.cluster.java_client_command(WORKER_MAIN, WORKER_JVM_OPTS)
         log4j2 = any(a.startswith("-Dlog4j2.configurationFile=") for a in cmd)
         conf = self.connect_dir / ("log4j2.properties" if log4j2 else "log4j.properties")
-        conf.write_text(_LOG4J2 if log4j2 else _LOG4J1)
+        conf.write_text(WORKER_LOG4J2 if log4j2 else WORKER_LOG4J1)
         option = (
             f"-Dlog4j2.configurationFile={conf}" if log4j2 else f"-Dlog4j.configuration=file:{conf}"
         )
@@ -578,15 +512,6 @@ class ConnectWorkload(Supervisor):
             if self._driver is not None:
                 self._driver.close()
         self._close_files()
-
-
-def _port_of(worker_id: Any) -> int | None:
-    if not isinstance(worker_id, str) or ":" not in worker_id:
-        return None
-    try:
-        return int(worker_id.rsplit(":", 1)[1])
-    except ValueError:
-        return None
 
 
 def record_offsets(rec: Recorder, bootstrap: str, topic: str, partitions: int) -> bool:

@@ -57,7 +57,6 @@ class ConnectOptions:
     final_timeout_s: float = 90.0
     name_suffix: str = ""
     seed: int = 0
-    time_limit: float = 60.0
 
     # --- names -----------------------------------------------------------------------
 
@@ -185,3 +184,29 @@ class ConnectOptions:
     @classmethod
     def from_dict(cls, raw: Any) -> ConnectOptions:
         return jsonconfig.from_json(cls, raw, "connect")
+
+
+#: Log levels of the workers: Connect's herder and task life cycle at INFO (the rebalances,
+#: the fencing and the task starts a reader of a failed run needs), the rest at WARN.
+WORKER_LOG4J1 = """\
+log4j.rootLogger=WARN, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c{1})%n
+log4j.logger.org.apache.kafka.connect.runtime.distributed=INFO
+log4j.logger.org.apache.kafka.connect.runtime.Worker=INFO
+"""
+
+
+WORKER_LOG4J2 = """\
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c{1})%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.herder.name = org.apache.kafka.connect.runtime.distributed
+logger.herder.level = INFO
+logger.worker.name = org.apache.kafka.connect.runtime.Worker
+logger.worker.level = INFO
+"""

@@ -30,7 +30,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from time import monotonic_ns
 from typing import IO, TYPE_CHECKING, Any
@@ -38,23 +37,19 @@ from typing import IO, TYPE_CHECKING, Any
 from common.errors import HarnessError
 from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
-from workloads import jsonconfig
 from workloads.clients import (
     CLIENT_KNOBS,
     group_broker_settings,
     group_protocol_needs,
-    probe_client_settings,
 )
 from workloads.java_clients import CLIENTS, JVM_OPTS, QUEUE_CLIENT
 from workloads.processes import Child, Supervisor, child_env, spawn_command, spawn_module
 from workloads.queue_config import (
     CLEAN_EXITS,
-    OP_FS,
     SUB_VIAS,
-    BadConfig,
-    ClientConfig,
-    decode_value,
 )
+from workloads.queue_final import read_to_end
+from workloads.queue_options import QueueOptions
 from workloads.spec import Figures, Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -71,135 +66,6 @@ MONITOR_INTERVAL_S = 0.1
 HISTORY_NAME = "history.jsonl"
 
 
-@dataclass
-class QueueOptions:
-    """One queue run: topic layout, client behaviour and the end-of-run phase."""
-
-    topic: str = "queue"
-    #: Keys = partitions of ``topic`` (key k is partition k).
-    keys: int = 4
-    clients: int = 3
-    txn: bool = True
-    sub_via: str = "assign"
-    #: Relative weights of send / poll / txn ops; ``None`` = equal weights (txn only with txn).
-    weights: dict[str, float] | None = None
-    max_txn_len: int = 4
-    sub_p: float = 1 / 16
-    abort_p: float = 0.0
-    crash_p: float = 0.0
-    #: Maximum ops per second per client process.
-    rate: float = 10.0
-    time_limit: float = 30.0
-    seed: int = 0
-    read_committed: bool = True
-    poll_ms: int = 100
-    op_timeout_s: float = 10.0
-    transaction_timeout_ms: int = 10000
-    session_timeout_ms: int = 6000
-    group_protocol: str = "classic"
-    #: ``--client-config``: librdkafka settings of every client's producer and consumer.
-    client_config: dict[str, str] = field(default_factory=dict)
-    #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the micro-ops of an
-    #: op and, in a transaction, before its offsets and its commit.
-    txn_delay_ms: int = 0
-    #: Bound on the end-of-run phase (fencing, settling, final reads).
-    final_timeout_s: float = 60.0
-    group_id: str | None = None
-    txn_id_prefix: str | None = None
-    #: ``python`` (confluent-kafka, ``workloads.queue_client``) or ``java`` (its Java twin,
-    #: ``workloads/java``: the same ops on the Java client).
-    client: str = "python"
-
-    @property
-    def effective_weights(self) -> dict[str, float]:
-        if self.weights is not None:
-            return dict(self.weights)
-        return {f: 1.0 for f in OP_FS if self.txn or f != "txn"}
-
-    @property
-    def effective_group_id(self) -> str:
-        return self.group_id or f"{self.topic}-group"
-
-    def transactional_id(self, process: int) -> str | None:
-        if not self.txn:
-            return None
-        return f"{self.txn_id_prefix or self.topic + '-txn'}-{process}"
-
-    def process_config(
-        self, process: int, bootstrap: str, history_path: Path, end_ns: int | None
-    ) -> ClientConfig:
-        remaining = (end_ns - monotonic_ns()) / 1e9 if end_ns is not None else self.time_limit
-        return ClientConfig(
-            process=process,
-            bootstrap=bootstrap,
-            topic=self.topic,
-            keys=self.keys,
-            history_path=str(history_path),
-            group_id=self.effective_group_id,
-            transactional_id=self.transactional_id(process),
-            seed=self.seed,
-            txn=self.txn,
-            sub_via=self.sub_via,
-            weights=self.effective_weights,
-            max_txn_len=self.max_txn_len,
-            sub_p=self.sub_p,
-            abort_p=self.abort_p,
-            crash_p=self.crash_p,
-            rate=self.rate,
-            time_limit=max(0.001, remaining),
-            end_monotonic_ns=end_ns,
-            read_committed=self.read_committed,
-            poll_ms=self.poll_ms,
-            op_timeout_s=self.op_timeout_s,
-            transaction_timeout_ms=self.transaction_timeout_ms,
-            session_timeout_ms=self.session_timeout_ms,
-            group_protocol=self.group_protocol,
-            client_config=dict(self.client_config),
-            txn_delay_ms=self.txn_delay_ms,
-        )
-
-    def validate(self) -> None:
-        """Fail before any cluster work on options a client would refuse anyway."""
-        if self.clients < 1:
-            raise HarnessError("the queue workload needs at least one client")
-        if self.sub_via not in SUB_VIAS:
-            raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
-        if self.client not in CLIENTS:
-            raise HarnessError(f"the queue workload's --client is one of {', '.join(CLIENTS)}")
-        if self.final_timeout_s <= 0:
-            raise HarnessError("final_timeout_s must be > 0")
-        try:
-            cfg = self.process_config(0, "localhost:9092", Path("0.jsonl"), None)
-            cfg.validate()
-        except BadConfig as exc:
-            raise HarnessError(f"bad queue options: {exc}") from None
-        # The librdkafka probe speaks for the Python client only: the Java client's names
-        # differ (delivery.timeout.ms is librdkafka's alias of message.timeout.ms, bounded
-        # by the transaction timeout; Java's is not).
-        if self.client == "python" and self.client_config:
-            problem = probe_client_settings(
-                self.client_config,
-                self.group_protocol,
-                transactional=self.txn,
-                producer=cfg.producer_settings(),
-                transaction_timeout_ms=self.transaction_timeout_ms,
-                session_timeout_ms=self.session_timeout_ms,
-            )
-            if problem is not None:
-                raise HarnessError(problem)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def name_parts(self) -> list[str]:
-        client = [] if self.client == "python" else [self.client]
-        return ["txn" if self.txn else "notxn", self.sub_via, *client]
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
-        return jsonconfig.from_json(cls, raw, "queue")
-
-
 class QueueWorkload(Supervisor):
     """One queue run's client side. Use as a context manager so no client outlives it.
 
@@ -211,11 +77,16 @@ class QueueWorkload(Supervisor):
     min_lifetime_s = MIN_LIFETIME_S
     monitor_interval_s = MONITOR_INTERVAL_S
 
-    def __init__(self, options: QueueOptions, cluster: Cluster, run_dir: Path) -> None:
+    def __init__(
+        self, options: QueueOptions, cluster: Cluster, run_dir: Path, time_limit: float
+    ) -> None:
         options.validate()
         self.options = options
         self.cluster = cluster
+        #: The run's time limit (seconds of load), held by the run's options, not these.
+        self.time_limit = time_limit
         super().__init__(run_dir)
+        #: When the load ends (``time.monotonic_ns``), set by :meth:`start`.
         self.end_ns: int | None = None
         self.final_complete: bool | None = None
         #: The Java client's command line (``client == "java"``), resolved before the first
@@ -303,8 +174,9 @@ class QueueWorkload(Supervisor):
     def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
             process = self._allocate_process()
+            end = self.end_ns if self.end_ns is not None else monotonic_ns()
             cfg = self.options.process_config(
-                process, self.cluster.bootstrap, self.history_path(process), self.end_ns
+                process, self.cluster.bootstrap, self.history_path(process), end
             )
             cfg.meta = {"slot": slot, "replaces": replaces}
             env = child_env(self.cluster.env)
@@ -326,7 +198,7 @@ class QueueWorkload(Supervisor):
             raise HarnessError("clients already started")
         if self.options.client == "java":
             self._java_command = self.cluster.java_client_command(QUEUE_CLIENT, JVM_OPTS)
-        self.end_ns = monotonic_ns() + int(self.options.time_limit * 1e9)
+        self.end_ns = monotonic_ns() + int(self.time_limit * 1e9)
         self._start_children(self.options.clients, "queue-supervisor")
 
     def _remaining(self) -> float:
@@ -546,63 +418,6 @@ class QueueWorkload(Supervisor):
         self._close_files()
 
 
-def read_to_end(
-    rec: Recorder,
-    bootstrap: str,
-    topic: str,
-    ends: Mapping[int, int | None],
-    group_id: str,
-    timeout: float,
-) -> bool:
-    """Record an ``assign`` of every key, then ``poll`` ops until each key's reads reached
-    ``ends[key]`` (a record at ``end - 1``, or end-of-partition at or past ``end``; an end of
-    ``None`` means unknown: the first end-of-partition will do)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    keys = sorted(ends)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_id,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "log_level": 3,
-        }
-    )
-    try:
-        rec.invoke("assign", keys)
-        consumer.assign([TopicPartition(topic, k, OFFSET_BEGINNING) for k in keys])
-        rec.ok("assign", keys)
-        target = {k: -1 if end is None else end for k, end in ends.items()}
-        pending = {k for k in keys if target[k] != 0}
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            rec.invoke("poll", [["poll"]])
-            msgs = consumer.consume(500, 0.5)
-            result: dict[str, list[list[Any]]] = {}
-            for m in msgs:
-                err = m.error()
-                k = m.partition()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= target.get(k, 0):
-                            pending.discard(k)
-                    else:
-                        log.warning("final read: consumer event: %s", err)
-                    continue
-                result.setdefault(str(k), []).append([m.offset(), decode_value(m.value())])
-                if 0 <= target.get(k, 0) <= m.offset() + 1:
-                    pending.discard(k)
-            rec.ok("poll", [["poll", result]])
-        if pending:
-            log.warning("final read did not reach the end of keys %s", sorted(pending))
-        return not pending
-    finally:
-        consumer.close()
-
-
 def run_phases(
     workload: QueueWorkload,
     faults: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
@@ -630,6 +445,7 @@ def run_queue(
     store_dir: Path,
     options: QueueOptions | Mapping[str, Any],
     *,
+    time_limit: float = 30.0,
     during: Callable[[QueueWorkload], Any] | None = None,
     stop: threading.Event | None = None,
 ) -> Path:
@@ -645,7 +461,7 @@ def run_queue(
     store = Path(store_dir)
     store.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    with QueueWorkload(opts, cluster, store) as workload:
+    with QueueWorkload(opts, cluster, store, time_limit) as workload:
 
         @contextlib.contextmanager
         def faults() -> Any:

@@ -370,18 +370,10 @@ class RowSink:
         self.counts = dict.fromkeys(TABLES, 0)
         self._writers: dict[str, Any] = {}
 
-    def add(
-        self,
-        index: int,
-        pindex: int,
-        time: int,
-        wall: str,
-        process: int | str,
-        type_: str,
-        f: str,
-        value: bytes,
-        error: bytes | None,
-    ) -> None:
+    def add(self, index: int, *op: Any) -> None:
+        """One op, as :meth:`history.scan.OpSink.add` gives it (the rest of its fields:
+        pindex, time, wall, process, type, f, value and error)."""
+        _pindex, _time, _wall, process, type_, f, value, error = op
         if type(process) is not str:
             return
         if process == TASKS:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def prepare(options: RunOptions) -> RunOptions:
-    connect = replace(options.workload_options, time_limit=options.time_limit, seed=options.seed)
+    connect = replace(options.workload_options, seed=options.seed)
     return replace(options, workload_options=connect)
 
 

@@ -14,12 +14,15 @@ from workloads.queue import SPEC, QueueWorkload, run_phases
 
 
 def prepare(options: RunOptions) -> RunOptions:
-    queue = replace(options.workload_options, time_limit=options.time_limit, seed=options.seed)
+    queue = replace(options.workload_options, seed=options.seed)
     return replace(options, workload_options=queue)
 
 
 def drive(d: Drive) -> Outcome:
-    with QueueWorkload(d.options.workload_options, d.cluster, d.run_dir) as workload:
+    options = d.options
+    with QueueWorkload(
+        options.workload_options, d.cluster, d.run_dir, options.time_limit
+    ) as workload:
         finished = run_phases(workload, lambda: d.faults(workload))
     return Outcome(finished)
 

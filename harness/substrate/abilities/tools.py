@@ -1,0 +1,106 @@
+"""Kafka's own tools, the project's Java clients and topics, from the cluster's installation:
+what a workload uses of a cluster besides its addresses (``workloads.base.ClusterAccess``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from common.errors import HarnessError
+from common.waits import wait_for
+from harness.kafka import javaclients, tools
+
+if TYPE_CHECKING:
+    from harness.kafka.install import Installation
+
+
+class KafkaTools:
+    """Topics through an admin client; tools and Java clients from the installation's jars."""
+
+    install: Installation | None
+    settings: dict[str, str]
+    _admin: Any
+
+    if TYPE_CHECKING:  # the backend's
+
+        @property
+        def internal_bootstrap(self) -> str: ...
+
+        @property
+        def env(self) -> dict[str, str]: ...
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient(
+                {
+                    "bootstrap.servers": self.internal_bootstrap,
+                    "log_level": 0,
+                    "socket.timeout.ms": 5000,
+                }
+            )
+        return self._admin
+
+    def ensure_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication: int | None = None,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Create ``topic`` (idempotently) and wait until every partition has a leader and
+        a full ISR. ``replication`` None: the brokers' ``default.replication.factor`` (the
+        run's ``--replication-factor``); without ``min.insync.replicas`` in ``config`` the
+        topic takes the brokers' (``--min-insync-replicas``)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        if replication is None:
+            replication = int(self.settings["default.replication.factor"])
+        admin = self.admin()
+        futures = admin.create_topics(
+            [NewTopic(topic, partitions, replication, config=config or {})],
+            request_timeout=timeout,
+        )
+        try:
+            futures[topic].result(timeout=timeout)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise HarnessError(f"creating topic {topic} failed: {exc}") from None
+
+        def all_led() -> bool:
+            md = admin.list_topics(topic=topic, timeout=5)
+            t = md.topics.get(topic)
+            return (
+                t is not None
+                and t.error is None
+                and len(t.partitions) == partitions
+                and all(p.leader >= 0 and len(p.isrs) == replication for p in t.partitions.values())
+            )
+
+        wait_for(all_led, timeout=timeout, what=f"leaders and full ISR for {topic}")
+
+    def tool_command(
+        self, simple_name: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
+    ) -> list[str]:
+        """The command line that starts one of Kafka's tools from this cluster's jars."""
+        if self.install is None:
+            raise HarnessError(f"this cluster has no Kafka installation to run {simple_name}")
+        return tools.tool_command(self.install, simple_name, jvm_opts)
+
+    def java_client_command(
+        self, main_class: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
+    ) -> list[str]:
+        """The command line that starts one of the project's Java clients (built on first use
+        against this cluster's Kafka jars; see ``harness.kafka.javaclients``)."""
+        if self.install is None:
+            raise HarnessError(f"this cluster has no Kafka installation to run {main_class}")
+        log_option = tools.tools_log_option(self.install)
+        return javaclients.java_command(self.install, main_class, jvm_opts, log_option)
+
+    def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str:
+        """Run one of Kafka's own tools against this cluster; its stdout."""
+        if self.install is None:
+            raise HarnessError(f"this cluster has no Kafka installation to run {simple_name}")
+        return tools.run_tool(self.install, self.env, simple_name, *args, timeout=timeout)
