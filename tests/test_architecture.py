@@ -148,3 +148,134 @@ def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
         if mod not in index:
             visit(mod)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+#: Of the other packages, the only modules these harness rooms may import (docs/architecture.md).
+NARROW = {
+    "harness.substrate": {
+        "workloads": ("workloads.base",),
+        "nemeses": ("nemeses.control",),
+        "checkers": (),
+    },
+    "harness.report": {
+        "workloads": ("workloads.spec",),
+        "nemeses": (),
+        "checkers": ("checkers.anomalies",),
+    },
+}
+#: The top-level ``harness`` modules a room may import (the rest compose the rooms).
+HARNESS_TOP_ALLOWED = {"harness.report": {"harness.storefiles"}}
+
+
+def test_substrate_and_report_import_only_their_narrow_share(graph: dict[str, set[str]]) -> None:
+    """The substrate sees the workload and nemesis sides only through their protocols; the
+    report sees workloads through their declarations and checkers through the anomaly table."""
+    wrong = []
+    for mod, deps in graph.items():
+        room = next((r for r in NARROW if mod == r or mod.startswith(r + ".")), None)
+        if room is None:
+            continue
+        for dep in deps:
+            top = dep.split(".")[0]
+            allowed = NARROW[room].get(top)
+            if allowed is not None and not any(
+                dep == a or dep.startswith(a + ".") for a in allowed
+            ):
+                wrong.append(f"{mod} -> {dep}")
+            parts = dep.split(".")
+            harness_top = top == "harness" and len(parts) > 1 and parts[1] not in HARNESS_ROOMS
+            if harness_top and dep not in HARNESS_TOP_ALLOWED.get(room, set()):
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "imports beyond the room's narrow share:\n" + "\n".join(sorted(wrong))
+
+
+CHECKER_FAMILIES = ("eos", "queue", "connect", "logs")
+#: The shared top's modules that compose the families.
+CHECKER_COMPOSERS = {"checkers.suites", "checkers.cli"}
+
+
+def _family(mod: str, families: tuple[str, ...], pkg: str) -> str | None:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == pkg and parts[1] in families else None
+
+
+def test_checker_families_borrow_nothing_sideways(graph: dict[str, set[str]]) -> None:
+    """What two families need lives at the top (or in ``checkers.logdump``); the top imports
+    a family only where it composes them."""
+    wrong = []
+    for mod, deps in graph.items():
+        if not mod.startswith("checkers"):
+            continue
+        own = _family(mod, CHECKER_FAMILIES, "checkers")
+        for dep in deps:
+            theirs = _family(dep, CHECKER_FAMILIES, "checkers")
+            if theirs is None or theirs == own:
+                continue
+            if own is not None or mod not in CHECKER_COMPOSERS:
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "checker modules borrowing a family's:\n" + "\n".join(sorted(wrong))
+
+
+FAULT_FAMILIES = ("network", "brokers", "clients", "moments", "late")
+
+
+def test_fault_families_stand_on_base_alone(graph: dict[str, set[str]]) -> None:
+    """``base`` imports no family and no family another, but ``moments``, which aims the
+    broker and network faults at a protocol moment."""
+    wrong = []
+    for mod, deps in graph.items():
+        if not mod.startswith("nemeses.faults"):
+            continue
+        own = mod.split(".")[2] if mod.count(".") >= 2 else None
+        for dep in deps:
+            theirs = dep.split(".")[2] if dep.startswith("nemeses.faults.") else None
+            if theirs not in FAULT_FAMILIES or theirs == own or own == "moments":
+                continue
+            wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "fault families importing each other:\n" + "\n".join(sorted(wrong))
+
+
+def test_every_family_is_in_the_tree() -> None:
+    for family in CHECKER_FAMILIES:
+        assert (ROOT / "checkers" / family / "__init__.py").is_file(), family
+    for family in FAULT_FAMILIES:
+        assert (ROOT / "nemeses" / "faults" / f"{family}.py").is_file(), family
+
+
+#: No module outside the tests is longer: one that grows past it holds several things.
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_outside_the_tests_is_over_the_limit() -> None:
+    long = []
+    for pkg in (*PACKAGES, "bench"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            n = len(path.read_text().splitlines())
+            if n > MAX_MODULE_LINES:
+                long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
+
+
+#: A block of this many lines or more, copied between two places outside the tests, fails.
+MIN_DUPLICATE_LINES = 11
+
+
+def test_no_block_is_copied_outside_the_tests() -> None:
+    """One way to do each thing: a block repeated in two modules belongs in one place both
+    import (pylint's similarity checker, every line counted: comments, docstrings and imports
+    included)."""
+    import contextlib
+    import io
+
+    from pylint.checkers.symilar import Symilar
+
+    sims = Symilar(min_lines=MIN_DUPLICATE_LINES)
+    for pkg in (*PACKAGES, "bench"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            with path.open(encoding="utf-8") as stream:
+                sims.append_stream(str(path.relative_to(ROOT)), stream)
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        sims.run()
+    text = report.getvalue()
+    assert text.strip().endswith("duplicates=0 percent=0.00"), "copied blocks:\n" + text
