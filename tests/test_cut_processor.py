@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from common.waits import wait_for
-from harness.substrate import base as substrate_base
 from harness.substrate import runstate
+from harness.substrate.abilities import clientcuts as substrate_base
 from history import load_history, read_process_file
 from nemeses.faults.base import FaultError
 from nemeses.faults.clients import cut_processor_start, cut_processor_stop
@@ -57,14 +57,14 @@ def test_each_slot_has_a_block_of_group_ids_of_its_own() -> None:
 def test_a_cluster_gives_group_ids_only_with_root_and_a_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    client_gid = substrate_base.ClusterBase.client_gid
+    client_gid = substrate_base.GroupClientCuts.client_gid
     held = types.SimpleNamespace(slot=types.SimpleNamespace(number=2))
-    monkeypatch.setattr(substrate_base, "_can_cut_clients", lambda: True)
+    monkeypatch.setattr(substrate_base, "can_cut_clients", lambda: True)
     assert client_gid(held, 1) == runstate.client_gid(2, 1)  # type: ignore[arg-type]
     assert client_gid(held, runstate.CLIENT_GIDS_PER_SLOT) is None  # type: ignore[arg-type]
     # The Docker backend holds no host slot: its clients are spawned as before.
     assert client_gid(types.SimpleNamespace(slot=None), 1) is None  # type: ignore[arg-type]
-    monkeypatch.setattr(substrate_base, "_can_cut_clients", lambda: False)
+    monkeypatch.setattr(substrate_base, "can_cut_clients", lambda: False)
     assert client_gid(held, 1) is None  # type: ignore[arg-type]
 
 
