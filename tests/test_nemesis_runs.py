@@ -22,6 +22,7 @@ from harness.run.nemesis import ScheduledNemesis
 from harness.run.runner import RunOptions, RunResult, execute
 from harness.substrate.runstate import marked_processes
 from history import is_nemesis, load_history, read_process_file
+from nemeses.kinds import parse_nemesis
 from nemeses.schedule import Event, Schedule, load
 from workloads.eos_config import EosOptions
 
@@ -128,7 +129,8 @@ def test_zombie_pause_is_rebalanced_away_and_its_commit_rejected(
 
 def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: Path) -> None:  # type: ignore[no-untyped-def]
     first = _options("orig", 30.0)
-    first.nemesis, first.nemesis_interval, first.nemesis_duration = "pause,slow,client-cut", 3, 4
+    first.nemesis = parse_nemesis("pause,slow,client-cut")
+    first.nemesis_interval, first.nemesis_duration = 3, 4
     a = _run(kafka_cluster, harness_store, first)
     saved = load(a.run_dir / "schedule.json")
     assert saved.events, "the schedule planned no fault"
