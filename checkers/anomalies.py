@@ -161,9 +161,22 @@ HANGING_TRANSACTION: Final = _eos(
     ),
     kinds=("lso-below-hwm", "find-hanging"),
 )  # fmt: skip
+#: A consumer must start a partition it is given at the group's committed offset (KIP-447:
+#: after waiting out pending transactional offsets); one that starts below an offset the group
+#: had committed before it was given the partition reads committed inputs again. Finding F5
+#: (librdkafka) is this after a rebalance interrupted the wait.
+STARTED_BELOW_COMMITTED: Final = _eos(
+    "started-below-committed",
+    "a partition an instance was given, first read below the offset the group had committed "
+    "before it was given it",
+    "assignments (instance, partition) read first below the committed offset",
+    ("values", "instance", "partition", "assigned", "first_read", "committed", "waited"),
+    optional=("pending",),
+)
 #: The eos safety checks, in report order.
 EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, COMMITTED_IN_LATER_TRANSACTION,
-              PREMATURE_COMMIT, TORN_TRANSACTION, ORDER, HANGING_TRANSACTION)  # fmt: skip
+              PREMATURE_COMMIT, TORN_TRANSACTION, ORDER, HANGING_TRANSACTION,
+              STARTED_BELOW_COMMITTED)  # fmt: skip
 #: Liveness, reported under ``liveness`` and never part of ``valid``.
 EOS_PROGRESS: Final = AnomalyType(
     "progress",

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from checkers.findings import finding_lines
 from checkers.queue.checks import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
 from common.errors import OneLineParser
 
@@ -114,6 +115,8 @@ def check_run_dir(
         first = next(iter(result.get("errors", {}).values()), "unknown verdict")
         print(f"checkers: cannot judge {run_dir}: {first}", file=sys.stderr)
         return EXIT_UNUSABLE
+    for line in finding_lines(result):  # on stderr: stdout is the verdict's JSON
+        print(f"checkers: {line}", file=sys.stderr)
     return EXIT_VALID if result["valid"] else EXIT_INVALID
 
 

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkers.findings import known_findings
 from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
@@ -232,6 +233,9 @@ def merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
         out["stats"] = stats
     if notes:
         out["input_notes"] = notes
+    found = known_findings(out)
+    if found:
+        out["known_findings"] = found
     return out
 
 

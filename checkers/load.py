@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 #: Bump when the Parquet layout changes, so old caches are rebuilt rather than misread.
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 CACHE_DIR = ".parquet"
 _CORRUPT = "_corrupt_record"
 

@@ -26,6 +26,7 @@ def test_each_engine_family_takes_its_names_from_the_definitions() -> None:
         "torn-transaction",
         "order",
         "hanging-transaction",
+        "started-below-committed",
     )
     every_log_type = log_rules.EPOCH_TYPES + log_rules.DIVERGENCE_TYPES + log_rules.HANGING_TYPES
     assert every_log_type == A.names(A.LOG_EVIDENCE)

@@ -27,6 +27,7 @@ from checkers.eos import rules as eos_rules
 from checkers.eos import run as eos_run
 from checkers.eos.pyref import SAFETY_CHECKS, check_eos_py
 from checkers.eos.run import check_eos
+from checkers.judge import merge_verdicts
 from checkers.load import CheckerInputError
 
 DATA = Path(__file__).parent / "data" / "eos"
@@ -44,6 +45,7 @@ MUTATIONS = (
     "committed-in-later-transaction",
     "zombie-write",
     "duplicate",
+    "started-below-committed",
 )
 
 
@@ -423,6 +425,20 @@ def mutate(s: Sim, kind: str, rnd: random.Random) -> bool:
                 if (r["headers"]["instance"], r["headers"]["txn-seq"]) == k:
                     s.out[q].pop(i)
                     return True
+    elif kind == "started-below-committed":
+        # A member given a partition starts it at 0, below the committed offset (what F5
+        # does): every input it reads again gets a second output.
+        started = [q for q in range(s.partitions) if s.committed.get(q, 0) > 0]
+        if not started:
+            return False
+        q = rnd.choice(started)
+        s.rebalance(sorted(set(s.owner.values())))
+        before = dict(s.committed)
+        s.committed[q] = 0
+        if not s.txn(s.owner[q], 2):
+            s.committed = before
+            return False
+        s.committed = {k: max(v, before.get(k, 0)) for k, v in s.committed.items()}
     else:
         raise ValueError(kind)
     return True
@@ -612,6 +628,7 @@ ANOMALY_RUNS: dict[str, dict[str, Any]] = {
     "zombie-write": {"mutations": ("zombie-write",)},
     "torn-transaction": {"mutations": ("torn-transaction",)},
     "hanging-transaction": {"hanging": True},
+    "started-below-committed": {"mutations": ("started-below-committed",)},
 }
 
 
@@ -1146,9 +1163,31 @@ def test_real_run_of_the_default_fault_mix_that_met_f5_is_flagged(
     name the same 141 duplicates and overtaken writes."""
     got, _ref = both(spark, real(tmp_path, "eos-all-1b90"))
     assert got["valid"] is False
-    assert got["anomalies"] == {"duplicate": 141, "zombie-write": 141}
+    assert got["anomalies"] == {
+        "duplicate": 141,
+        "zombie-write": 141,
+        "started-below-committed": 1,
+    }
     ex = got["checkers"]["duplicate"]["examples"][0]
     assert ex["input"] == "5/0" and {r["headers"]["instance"] for r in ex["records"]} == {"2", "6"}
+    # The mechanism: instance 6 was given partition 5 (generation 5), waited, lost it in a
+    # rebalance and was given it again (generation 6), then read it from 0: 141 was committed
+    # by instance 2's transaction 10 before; instance 4's transaction 1 never completed.
+    (start,) = got["checkers"]["started-below-committed"]["examples"]
+    assert (start["instance"], start["partition"]) == (6, 5)
+    assert start["first_read"]["offset"] == 0 and start["first_read"]["txn"] == [6, 14]
+    assert start["committed"]["offset"] == 141 and start["committed"]["txn"] == [2, 10]
+    assert [(w["event"], w["generation"]) for w in start["waited"]] == [
+        ("assign", 5),
+        ("revoke", 5),
+        ("assign", 6),
+    ]
+    assert start["pending"]["txn"] == [4, 1] and start["pending"]["completed"] is None
+    # ... which is F5's signature: the merged verdict names it (and stays invalid).
+    merged = merge_verdicts({"eos": got})
+    assert merged["valid"] is False
+    assert [f["id"] for f in merged["known_findings"]] == ["F5"]
+    assert "instance 6 read partition 5 from offset 0" in merged["known_findings"][0]["evidence"][0]
 
 
 def test_big_reads_stored_in_slices_give_the_same_verdict(

@@ -83,6 +83,16 @@ SCHEMAS: Final[dict[str, pa.Schema]] = {
     # The final phase's other ops (drain, group-offsets, watermarks, find-hanging): a few
     # small ops every check of the run asks for, kept whole (value = the op's JSON text).
     "finals": pa.schema([("index", _L), ("f", _S), ("type", _S), ("value", _S)]),
+    # A processor's consumer-group callbacks: which partitions it was given or lost, when.
+    "rebalances": pa.schema(
+        [
+            ("instance", _I),
+            ("index", _L),
+            ("event", _S),
+            ("generation", _L),
+            ("partitions", pa.list_(_I)),
+        ]
+    ),
     "starts": pa.schema(
         [
             ("process", _S),
@@ -243,7 +253,7 @@ class EosTables:
     def wants(process: int | str, is_int: bool, type_: str, f: str) -> bool:
         """Whether an op feeds a table: cheap, asked of every op."""
         if is_int:
-            return f == "txn" or (f == "start" and type_ == "ok")
+            return f == "txn" or (type_ == "ok" and f in ("start", "rebalance"))
         if process == "seeder":
             return (f == "send" and type_ in ("ok", "info")) or (
                 f == "send-aborted" and type_ == "invoke"
@@ -270,6 +280,8 @@ class EosTables:
         if type(process) is int:
             if f == "txn":
                 self._txn(index, time, wall, process, type_, v)
+            elif f == "rebalance":
+                self._rebalance(index, process, v)
             else:
                 self._start(str(process), False, time, index, v)
         elif process == "seeder":
@@ -334,6 +346,14 @@ class EosTables:
         else:
             offs = [[_num(e) for e in x] for x in _items(_get(v, "offsets")) if type(x) is list]
             self.rows["txn_done"].append((instance, seq, index, type_, wall, offs))
+
+    def _rebalance(self, index: int, instance: int, v: Any) -> None:
+        parts = [
+            cast_int(_at(x, 1), _I32) for x in _items(_get(v, "partitions")) if type(x) is list
+        ]
+        event, generation = _text(_get(v, "event")), _num(_get(v, "generation"))
+        row = (instance, index, event, generation, [p for p in parts if p is not None])
+        self.rows["rebalances"].append(row)
 
     def _start(self, process: str, nemesis: bool, time: int, index: int, v: Any) -> None:
         tid = _text(_get(v, "transactional_id"))

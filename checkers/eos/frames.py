@@ -38,6 +38,7 @@ class EosFrames:
     committed: DataFrame  # src_p, committed
     fences: DataFrame  # instance, fence_time, fence_index
     finals: DataFrame  # the final process's ops except reads: index, f, type, value
+    rebalances: DataFrame  # instance, index, event, generation, partitions (ok callbacks)
     n_out: int
     reads: list[tuple[int, bool]]  # read_committed reads of the output topic: partition, ok
     committed_map: dict[int, int]

@@ -21,6 +21,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from checkers.eos import assignments as A
 from checkers.eos import results as X
 from checkers.eos.pyref_parse import EosRun, Op, Rec, TxnOp, parse_run
 from checkers.eos.results import SAFETY_CHECKS, Example, combine_eos, ident_order
@@ -527,6 +528,18 @@ def check_progress(run: EosRun, max_examples: int) -> dict[str, Any]:
     return X.progress_result(drain_type, unread, len(missing), first)
 
 
+def check_started_below(run: EosRun, max_examples: int) -> dict[str, Any]:
+    """:mod:`checkers.eos.assignments`' reference over the parsed transactions."""
+    invokes = {
+        k: (t.index, [(int(p), int(o), v) for p, o, v in t.items if None not in (p, o)])
+        for k, t in run.txn_invoke.items()
+    }
+    dones = {k: (t.index, t.type, list(t.items)) for k, t in run.txn_done.items()}
+    facts = A.reference_facts(run.rebalances, invokes, dones)
+    cases = A.examples(facts, run.rebalances, len(facts))
+    return _result(run, "started-below-committed", cases, max_examples)
+
+
 CHECKS = {
     "lost": check_lost,
     "duplicate": check_duplicate,
@@ -537,6 +550,7 @@ CHECKS = {
     "torn-transaction": check_torn,
     "order": check_order,
     "hanging-transaction": check_hanging,
+    "started-below-committed": lambda run, n: check_started_below(run, n),
 }
 
 

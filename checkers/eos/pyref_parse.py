@@ -118,6 +118,8 @@ class EosRun:
     txn_invoke: dict[tuple[int, int], TxnOp] = field(default_factory=dict)  # (instance, seq)
     txn_done: dict[tuple[int, int], TxnOp] = field(default_factory=dict)
     starts: list[Op] = field(default_factory=list)  # start ok ops
+    #: A processor's ok rebalance callbacks: instance, index, event, generation, partitions.
+    rebalances: list[tuple[int, int, str, int, list[int]]] = field(default_factory=list)
     hijacks: list[Op] = field(default_factory=list)  # nemesis start ok, kind hijack
     drain: list[Rec] = field(default_factory=list)  # read_committed records
     reads_ok: dict[int, bool] = field(default_factory=dict)  # out partition -> read complete
@@ -224,6 +226,10 @@ def _parse_op(run: EosRun, op: Op) -> None:
                     run.txn_done[key] = TxnOp(op["index"], op["time"], t, items)
             elif f == "start" and t == "ok":
                 run.starts.append(op)
+            elif f == "rebalance" and t == "ok":
+                parts = [int(x[1]) for x in v.get("partitions") or []]
+                gen = int(v["generation"])
+                run.rebalances.append((proc, op["index"], str(v["event"]), gen, parts))
         elif is_nemesis(proc):
             if f == "start" and t == "ok" and isinstance(v, dict) and v.get("kind") == "hijack":
                 run.hijacks.append(op)

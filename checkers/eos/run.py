@@ -33,6 +33,7 @@ from checkers.eos.checks import (
 from checkers.eos.extract import EosTables
 from checkers.eos.frames import EosFrames
 from checkers.eos.log import defer_log
+from checkers.eos.starts import check_started_below
 from checkers.eos.views import build
 from checkers.load import CheckerInputError, Loaded, history_path, load_history, logdump_path
 from checkers.spark import restore_conf, set_conf, spark_error, spark_session
@@ -58,6 +59,7 @@ CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]
     ),
     "order": lambda fr, n, _s, _d: eos_rules.check_order(fr, n),
     "hanging-transaction": eos_rules.check_hanging,
+    "started-below-committed": lambda fr, n, _s, _d: check_started_below(fr, n),
 }
 
 

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Bump when a view's columns or meaning change, so stale views are rebuilt, never misread.
-VIEWS_FORMAT = 5
+VIEWS_FORMAT = 6
 NAME = "eos-views"
-VIEWS = ("seeds", "poison", "txns", "drain", "committed", "fences", "finals")
+VIEWS = ("seeds", "poison", "txns", "drain", "committed", "fences", "finals", "rebalances")
 
 _I32: Final = 2**31 - 1
 #: Rows per Parquet row group: Spark splits a view's file by row groups across its cores.
@@ -91,6 +91,7 @@ def _frames(hist: DataFrame, v: dict[str, DataFrame], meta: dict[str, Any]) -> E
         committed=v["committed"],
         fences=v["fences"],
         finals=v["finals"],
+        rebalances=v["rebalances"],
         n_out=int(meta["n_out"]),
         reads=[(int(p), bool(ok)) for p, ok in meta["reads"]],
         committed_map={int(p): int(o) for p, o in meta["committed_map"]},
@@ -107,7 +108,8 @@ def _frames(hist: DataFrame, v: dict[str, DataFrame], meta: dict[str, Any]) -> E
 def write_views(tables: Path, out: Path) -> dict[str, Any]:
     """Join every view from the scan's typed tables, write each as Parquet under ``out``;
     returns the small constants (the manifest keeps them)."""
-    t = {n: _table(tables / n) for n in ("seeds", "poison", "finals", "starts", "reads")}
+    names = ("seeds", "poison", "finals", "starts", "reads", "rebalances")
+    t = {n: _table(tables / n) for n in names}
     out.mkdir(parents=True, exist_ok=True)
     finals = t["finals"].sort_by([("index", "ascending")])
     committed, offsets_index = _committed(finals.to_pylist())
@@ -119,6 +121,7 @@ def write_views(tables: Path, out: Path) -> dict[str, Any]:
         "fences": _fences(t["starts"].to_pylist()),
         "finals": finals,
         "txns": txns,
+        "rebalances": t["rebalances"],
     }
     tx = txns.select(["instance", "txn_seq", "inv_index", "inv_time", "done_index"])
     # Encoding Parquet is most of the time left and releases the GIL: two writers.

@@ -266,6 +266,7 @@ def write_report(run_dir: Path) -> Path:
         config_json=json.dumps(data.config, indent=1, default=str),
         checkers=_checkers(data.results),
         errors=(data.results or {}).get("errors") or {},
+        known_findings=(data.results or {}).get("known_findings") or [],
         summary_lines=(data.summary or {}).get("lines") or [],
         drained=(data.summary or {}).get("drained", True),
         anomalies=_anomalies(data.results),

@@ -1,0 +1,102 @@
+"""Known findings: a verdict's anomalies matched against the signatures of documented bugs.
+
+Why: a user whose correct client is caught by a bug the project has already documented
+(docs/findings.md) should read so next to the verdict, with a link, not only "duplicate". A
+signature is a pure function of the merged verdict's examples; it names the finding and
+says which example matched. The verdict stays invalid: a known bug is still a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: Where the findings are written up (each has an anchor of its id in lower case).
+FINDINGS_DOC = "docs/findings.md"
+
+
+@dataclass(frozen=True)
+class KnownFinding:
+    id: str
+    #: One line: what the bug is and whose.
+    title: str
+    #: Evidence lines of a verdict that matches (empty: it does not).
+    signature: Callable[[dict[str, Any]], list[str]]
+
+    @property
+    def link(self) -> str:
+        return f"{FINDINGS_DOC}#{self.id.lower()}"
+
+
+def _examples(verdict: dict[str, Any], checker: str) -> list[dict[str, Any]]:
+    res = (verdict.get("checkers") or {}).get(checker) or {}
+    exs = res.get("examples") if isinstance(res, dict) else None
+    return [e for e in exs if isinstance(e, dict)] if isinstance(exs, list) else []
+
+
+def _copy_from(example: dict[str, Any], instance: int, partition: int) -> bool:
+    """Whether a duplicate example has a copy written by ``instance`` from ``partition``."""
+    for rec in example.get("records") or []:
+        h = rec.get("headers") if isinstance(rec, dict) else None
+        if isinstance(h, dict) and (h.get("instance"), h.get("src-partition")) == (
+            str(instance),
+            str(partition),
+        ):
+            return True
+    return False
+
+
+def _f5(verdict: dict[str, Any]) -> list[str]:
+    """Duplicates whose second copy comes from a partition started below its committed offset
+    after an assignment change while another transaction's offsets for it were pending."""
+    dups = _examples(verdict, "duplicate")
+    out = []
+    for s in _examples(verdict, "started-below-committed"):
+        waited, pending = s.get("waited") or [], s.get("pending")
+        if len(waited) < 2 or not pending:
+            continue
+        inst, part = s.get("instance"), s.get("partition")
+        copies = [d for d in dups if _copy_from(d, inst, part)]  # type: ignore[arg-type]
+        if not copies:
+            continue
+        out.append(
+            f"instance {inst} read partition {part} from offset "
+            f"{s['first_read']['offset']}, below the committed {s['committed']['offset']}, "
+            f"after {len(waited)} rebalance callbacks while transaction "
+            f"{pending['txn']} of another instance had read it and not completed "
+            f"({len(copies)} duplicate example(s) have a copy it wrote)"
+        )
+    return out
+
+
+KNOWN: tuple[KnownFinding, ...] = (
+    KnownFinding(
+        "F5",
+        "librdkafka starts a partition at auto.offset.reset when a rebalance interrupts its "
+        "wait on pending transactional offsets",
+        _f5,
+    ),
+)
+
+
+def known_findings(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    """The documented findings an invalid verdict matches: ``{"id", "title", "link",
+    "evidence"}`` each (nothing for a valid or unknown one)."""
+    if verdict.get("valid") is not False:
+        return []
+    out = []
+    for k in KNOWN:
+        evidence = k.signature(verdict)
+        if evidence:
+            out.append({"id": k.id, "title": k.title, "link": k.link, "evidence": evidence})
+    return out
+
+
+def finding_lines(verdict: dict[str, Any]) -> list[str]:
+    """One line per known finding a verdict records (``known_findings``), for a summary."""
+    return [
+        f"known finding {f['id']}: {f['title']} ({f['link']})"
+        for f in verdict.get("known_findings") or []
+        if isinstance(f, dict)
+    ]
