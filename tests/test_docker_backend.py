@@ -19,7 +19,8 @@ from common.errors import HarnessError
 from harness.kafka import coordinators
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.substrate import backends
-from harness.substrate import base as sb
+from harness.substrate.abilities import lookups as sb_lookups
+from harness.substrate.abilities import signals as sb_signals
 from harness.substrate.api import ClusterConfig
 from harness.substrate.docker import cluster as bd
 from harness.substrate.docker import engine as de
@@ -740,9 +741,12 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     monkeypatch.setattr(bd.tools, "tool_class", lambda inst, name: f"org.apache.kafka.tools.{name}")
     monkeypatch.setattr(bd.DockerCluster, "wait_ready", lambda self, timeout=90.0: None)
     monkeypatch.setattr(bd.DockerCluster, "run_tool", lambda self, name, *a, **kw: "LeaderId: 3\n")
-    monkeypatch.setattr(
-        sb, "fetch_metadata", lambda host, port, topics, source, timeout=3.0: ({1, 2, 3}, {})
-    )
+    for module in (sb_lookups, sb_signals):  # registered brokers, a restart seen registered
+        monkeypatch.setattr(
+            module,
+            "fetch_metadata",
+            lambda host, port, topics, source, timeout=3.0: ({1, 2, 3}, {}),
+        )
     cfg = ClusterConfig(nodes=3, kafka_version="4.1.0", store=tmp_path / "run")
     cluster = bd.DockerCluster(cfg, client=engine, use_ryuk=False)
     return cluster, engine, tmp_path / "run"
@@ -794,7 +798,7 @@ def test_leader_believes_the_freshest_view_over_observe_ports(
         view = PartitionView(source, leader, epoch, (1, 2, 3), (2, 3), 0)
         return {(topics[0], p): view for p in range(10)}
 
-    monkeypatch.setattr(sb, "fetch_partitions", views)
+    monkeypatch.setattr(sb_lookups, "fetch_partitions", views)
     with cluster as c:
         assert c.leader("t", 0) == 2 and c.isr("t", 0) == [2, 3]
         assert asked[:3] == [("127.0.0.1", n.observe_port) for n in c.plan.nodes]

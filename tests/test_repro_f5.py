@@ -1,0 +1,59 @@
+"""F5's standalone reproducers (docs/repro/) against a real cluster: the Python one shows the
+bug on librdkafka, the Java one is the control and waits as KIP-447 asks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+REPRO = Path(__file__).resolve().parents[1] / "docs" / "repro"
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("reset", ["earliest", "error"])
+def test_the_python_reproducer_shows_f5_without_the_harness(
+    healthy_cluster: Any, reset: str
+) -> None:
+    """librdkafka 2.16 starts the waiting member's partition while it is pending: at 0 with
+    ``earliest``, as an offset-reset error with ``error`` (the reset it attempts)."""
+    proc = _run(
+        [
+            sys.executable,
+            str(REPRO / "f5_pending_offsets.py"),
+            "--bootstrap",
+            healthy_cluster.bootstrap,
+            "--offset-reset",
+            reset,
+        ]
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "REPRODUCED" in ln]
+    if reset == "earliest":
+        assert "started partition 0 at 0 while offset 5 was pending" in line
+    else:
+        assert "started partition 0 at error:" in line and "reset" in line.lower(), line
+
+
+def test_the_java_control_waits_and_starts_at_the_committed_offset(healthy_cluster: Any) -> None:
+    install = healthy_cluster.install
+    proc = _run(
+        [
+            install.java,
+            "-cp",
+            install.classpath,
+            str(REPRO / "F5PendingOffsets.java"),
+            "--bootstrap",
+            healthy_cluster.bootstrap,
+        ]
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "waited: member" in proc.stdout and "started partition 0 at 5" in proc.stdout
