@@ -12,6 +12,8 @@ with are checked where they are made.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -175,6 +177,13 @@ def test_defaults_change_nothing() -> None:
             ("--workload", "queue", "--client-config", "request.timeout.ms=abc"),
             'Invalid value for configuration property "request.timeout.ms"',
         ),
+        (("--client-python", "/no/such/python"), "--client-python /no/such/python: cannot run it"),
+        (("--client-python", "/bin/false"), "--client-python /bin/false: cannot import"),
+        (
+            ("--client", "java", "--client-python", sys.executable),
+            "--client-python: the java client does not run on Python",
+        ),
+        (("--workload", "queue", "--client-python", "/bin/false"), "cannot import confluent_kafka"),
     ],
 )
 def test_a_bad_knob_is_one_line_and_exit_2(
@@ -641,3 +650,31 @@ def test_the_scenario_suite_gives_its_knobs_to_every_scenario_that_takes_them() 
         _with_knobs(eos, {"seed": 1, "client": "copier"}, config)
     none = SimpleNamespace(getoption=lambda name: [] if name == "--client-config" else None)
     assert _with_knobs(eos, {"seed": 1}, none) == EosOptions(seed=1)
+
+
+def test_client_python_runs_the_processes_and_names_their_library(tmp_path: Path) -> None:
+    """``--client-python`` reaches the options, the processes start on that interpreter, and
+    the library it imports is the one named (asked of the interpreter, not of the harness)."""
+    from workloads.clients import client_library
+    from workloads.processes import child_env, spawn_module
+
+    marker = tmp_path / "argv"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" > {marker}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    options = _options("--workload", "eos", "--client-python", str(wrapper))
+    assert options.workload_options.client_python == str(wrapper)
+    assert _options(
+        "--workload", "queue", "--client-python", str(wrapper)
+    ).workload_options.client_python == str(wrapper)
+    with (tmp_path / "log").open("wb") as log:
+        proc = spawn_module("platform", [], child_env({}), log, python=str(wrapper))
+        assert proc.wait(timeout=60) == 0
+    assert marker.read_text().split() == ["-m", "platform"]
+    assert re.fullmatch(
+        r"confluent-kafka \d+\.\d+\.\d+, librdkafka \d+\.\d+\.\d+", client_library(str(wrapper))
+    )
+    assert client_library(str(wrapper)) == (
+        f"confluent-kafka {confluent_kafka.__version__}, "
+        f"librdkafka {confluent_kafka.libversion()[0]}"
+    )

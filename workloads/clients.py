@@ -152,10 +152,12 @@ def probe_client_settings(
     producer: Mapping[str, Any],
     transaction_timeout_ms: int,
     session_timeout_ms: int,
+    python: str | None = None,
 ) -> str | None:
     """What the client library says about these settings, or None when it takes them: a
     producer and a consumer are built (never connected) exactly as a workload process builds
-    them, in a child process (the harness holds no client library handle of its own)."""
+    them, in a child process on the processes' interpreter (the harness holds no client
+    library handle of its own)."""
     return _probe(
         json.dumps(
             {
@@ -167,17 +169,18 @@ def probe_client_settings(
                 "session_timeout_ms": session_timeout_ms,
             },
             sort_keys=True,
-        )
+        ),
+        client_python(python),
     )
 
 
 @functools.lru_cache(maxsize=64)
-def _probe(request: str) -> str | None:
+def _probe(request: str, python: str) -> str | None:
     from workloads.processes import PROJECT_ROOT, child_env
 
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "workloads.clients", "--probe", request],
+            [python, "-m", "workloads.clients", "--probe", request],
             cwd=PROJECT_ROOT,
             env=child_env(os.environ),
             capture_output=True,
@@ -246,7 +249,72 @@ CLIENT_KNOBS: Final = (
         int,
         metavar="MAX",
     ),
+    Option(
+        "--client-python",
+        "client_python",
+        "the Python that runs the confluent-kafka processes (default: the harness's own), "
+        "e.g. a virtualenv with another librdkafka build",
+        metavar="PATH",
+    ),
 )
+
+
+def client_python(path: str | None) -> str:
+    """The interpreter a workload's confluent-kafka processes run on: ``path`` (``--client-python``)
+    or the harness's own."""
+    return path or sys.executable
+
+
+@functools.lru_cache(maxsize=8)
+def client_library(python: str) -> str:
+    """``confluent-kafka X, librdkafka Y`` as ``python`` imports them; a one-line
+    :class:`ValueError` when it cannot (no such file, no confluent-kafka there). Asked of the
+    interpreter itself, because another build of the library is why one names it."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", _LIBRARY_VERSION],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"--client-python {python}: cannot run it ({exc})") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or "no reason given").splitlines()[-1]
+        raise ValueError(f"--client-python {python}: cannot import confluent_kafka ({last})")
+    return proc.stdout.strip()
+
+
+_LIBRARY_VERSION = (
+    "import confluent_kafka as c; "
+    "print(f'confluent-kafka {c.__version__}, librdkafka {c.libversion()[0]}')"
+)
+
+
+def announce_library() -> None:
+    """Say in the process's log which client library it runs on (``--client-python`` can make
+    it another build than the harness's)."""
+    import confluent_kafka
+
+    print(
+        f"confluent-kafka {confluent_kafka.__version__}, "
+        f"librdkafka {confluent_kafka.libversion()[0]}, python {sys.executable}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def client_python_problem(path: str | None, client: str) -> str | None:
+    """Why ``--client-python`` cannot be used as given, or None."""
+    if not path:
+        return None
+    if client != "python":
+        return f"--client-python: the {client} client does not run on Python"
+    try:
+        client_library(path)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 class TxnDelay:

@@ -169,7 +169,12 @@ class EosWorkload(Supervisor):
                     argv = [*self._java_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.eos_processor", ["--config", cfg.to_json()], env, logf, gid
+                    "workloads.eos_processor",
+                    ["--config", cfg.to_json()],
+                    env,
+                    logf,
+                    gid,
+                    python=self.options.client_python,
                 )
 
             log_path = self.logs_dir / f"processor-{instance}.log"

@@ -18,7 +18,11 @@ from typing import Any, Final
 from common.errors import HarnessError
 from history.moments import HOOK_POINTS
 from workloads import jsonconfig
-from workloads.clients import client_settings_problem, probe_client_settings
+from workloads.clients import (
+    client_python_problem,
+    client_settings_problem,
+    probe_client_settings,
+)
 
 #: ``eos`` is the correct consume-transform-produce loop; the others are broken on purpose so
 #: checkers can be shown to catch them.
@@ -169,6 +173,9 @@ class EosOptions:
     txn_delay_ms: int = 0
     #: One of :data:`CLIENTS`.
     client: str = "python"
+    #: ``--client-python``: the interpreter of the confluent-kafka processes (None: the
+    #: harness's own).
+    client_python: str | None = None
     #: False only to measure the cost of recording; such a run cannot be checked.
     record_history: bool = True
     seed: int = 0
@@ -206,6 +213,9 @@ class EosOptions:
             raise HarnessError(f"--client must be one of {', '.join(CLIENTS)}")
         if self.client == "copier":
             self._copier_refusals()
+        problem = client_python_problem(self.client_python, self.client)
+        if problem is not None:
+            raise HarnessError(problem)
         if self.partitions < 1:
             raise HarnessError("--partitions must be at least 1")
         if self.values < 1:
@@ -230,6 +240,7 @@ class EosOptions:
                 producer=PRODUCER_SETTINGS,
                 transaction_timeout_ms=self.transaction_timeout_ms,
                 session_timeout_ms=self.session_timeout_ms,
+                python=self.client_python,
             )
             if problem is not None:
                 raise HarnessError(problem)

@@ -44,7 +44,15 @@ from history.eos_records import (
     transform,
 )
 from history.moments import DURING_COMMIT
-from workloads.clients import Calls, ClientError, Exit, TxnDelay, make_clients, subscribe
+from workloads.clients import (
+    Calls,
+    ClientError,
+    Exit,
+    TxnDelay,
+    announce_library,
+    make_clients,
+    subscribe,
+)
 from workloads.eos_config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
 from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
 
@@ -536,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    announce_library()
     processor = Processor(cfg)
     return processor.calls.exit(processor.run())
 

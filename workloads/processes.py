@@ -53,9 +53,11 @@ def spawn_module(
     env: Mapping[str, str],
     log: IO[bytes],
     group: int | None = None,
+    python: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m module *args`` in a new session, output to ``log``."""
-    return spawn_command([sys.executable, "-m", module, *args], env, log, group)
+    """Start ``python -m module *args`` in a new session, output to ``log``; ``python`` is
+    the interpreter (default: the harness's own)."""
+    return spawn_command([python or sys.executable, "-m", module, *args], env, log, group)
 
 
 def spawn_command(

@@ -186,7 +186,12 @@ class QueueWorkload(Supervisor):
                     argv = [*self._java_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.queue_client", ["--config", cfg.to_json()], env, logf, gid
+                    "workloads.queue_client",
+                    ["--config", cfg.to_json()],
+                    env,
+                    logf,
+                    gid,
+                    python=self.options.client_python,
                 )
 
             log_path = self.logs_dir / f"client-{process}.log"

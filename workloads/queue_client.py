@@ -63,6 +63,7 @@ from workloads.clients import (
     ClientError,
     Exit,
     TxnDelay,
+    announce_library,
     make_clients,
     subscribe,
 )
@@ -521,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BadConfig, json.JSONDecodeError, TypeError) as exc:
         print(f"queue_client: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    announce_library()
     client = QueueClient(cfg)
     return client.calls.exit(client.run())
 

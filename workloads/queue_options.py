@@ -14,7 +14,7 @@ from typing import Any
 
 from common.errors import HarnessError
 from workloads import jsonconfig
-from workloads.clients import probe_client_settings
+from workloads.clients import client_python_problem, probe_client_settings
 from workloads.java_clients import CLIENTS
 from workloads.queue_config import OP_FS, SUB_VIAS, BadConfig, ClientConfig
 
@@ -56,6 +56,9 @@ class QueueOptions:
     #: ``python`` (confluent-kafka, ``workloads.queue_client``) or ``java`` (its Java twin,
     #: ``workloads/java``: the same ops on the Java client).
     client: str = "python"
+    #: ``--client-python``: the interpreter of the confluent-kafka processes (None: the
+    #: harness's own).
+    client_python: str | None = None
 
     @property
     def effective_weights(self) -> dict[str, float]:
@@ -115,6 +118,9 @@ class QueueOptions:
             raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
         if self.client not in CLIENTS:
             raise HarnessError(f"the queue workload's --client is one of {', '.join(CLIENTS)}")
+        problem = client_python_problem(self.client_python, self.client)
+        if problem is not None:
+            raise HarnessError(problem)
         if self.final_timeout_s <= 0:
             raise HarnessError("final_timeout_s must be > 0")
         try:
@@ -134,6 +140,7 @@ class QueueOptions:
                 producer=cfg.producer_settings(),
                 transaction_timeout_ms=self.transaction_timeout_ms,
                 session_timeout_ms=self.session_timeout_ms,
+                python=self.client_python,
             )
             if problem is not None:
                 raise HarnessError(problem)
