@@ -84,6 +84,17 @@ RECIPES: dict[str, Recipe] = {
             duration_range=(1.0, 15.0),
             pinned={"coordinator-at": {"at": "before-commit", "fault": "pause"}},
         ),
+        Recipe(
+            name="coordinator-kill",
+            description="SIGKILL of a processor's transaction coordinator after its offsets "
+            "were sent and before its EndTxn (the offsets stay pending until a new coordinator "
+            "ends the transaction, at the latest on its timeout), restarted 8-14 s later",
+            kinds=("coordinator-at",),
+            interval=4.0,
+            duration_range=(8.0, 14.0),
+            pinned={"coordinator-at": {"at": "before-commit", "fault": "kill"}},
+            with_flags=("--session-timeout-ms 6000", "--transaction-timeout-ms 10000"),
+        ),
     )
 }
 

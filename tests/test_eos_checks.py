@@ -1125,16 +1125,39 @@ def test_real_at_least_once_run_has_duplicates(spark: Any, tmp_path: Path) -> No
 def test_real_correct_run_that_lost_exactly_once_is_flagged(spark: Any, tmp_path: Path) -> None:
     """A correct-variant run of the scenario suite (kill of a transaction coordinator, then a
     processor kill) in which a replacement member read two input partitions from offset 0
-    although the group had committed offsets for them (see README, Known problems): both
-    engines name the duplicates and the overtaken writes, with the same whole result."""
+    although the group had committed offsets for them (F5 in docs/findings.md, first
+    recorded as F1): both engines name the duplicates, the overtaken writes and the two starts
+    below the committed offset, with the same whole result, and the verdict names F5."""
     got, _ref = both(spark, real(tmp_path, "eos-kills-6e7d07"))
     assert got["valid"] is False
-    assert got["anomalies"]["duplicate"] == 132
-    assert got["anomalies"]["zombie-write"] == 132
+    assert got["anomalies"] == {
+        "duplicate": 132,
+        "zombie-write": 132,
+        "started-below-committed": 2,
+    }
     reasons = {e["reason"] for e in got["checkers"]["zombie-write"]["examples"]}
     assert reasons == {"overtaken"}
     ex = got["checkers"]["duplicate"]["examples"][0]
     assert ex["copies"] == 2 and {r["headers"]["instance"] for r in ex["records"]} == {"2", "3"}
+    # Instance 3 was given all six partitions (generation 5), lost them, was given 3, 4 and 5
+    # (generation 6) while instance 2's transaction 9 (offsets 66) was pending, and read 4
+    # and 5 from 0 though 58 was committed. Its own commit of 33 for partition 5 moved the
+    # group's offset back, so its start there at 33 in generation 7 is not another case.
+    starts = got["checkers"]["started-below-committed"]["examples"]
+    assert [
+        (s["partition"], s["first_read"]["offset"], s["committed"]["offset"]) for s in starts
+    ] == [
+        (4, 0, 58),
+        (5, 0, 58),
+    ]
+    assert all(s["instance"] == 3 and s["assigned"]["generation"] == 6 for s in starts)
+    assert all(s["pending"]["txn"] == [2, 9] and s["pending"]["offset"] == 66 for s in starts)
+    assert [(w["event"], w["generation"]) for w in starts[0]["waited"]] == [
+        ("assign", 5),
+        ("revoke", 5),
+        ("assign", 6),
+    ]
+    assert [f["id"] for f in merge_verdicts({"eos": got})["known_findings"]] == ["F5"]
 
 
 def test_real_run_whose_timed_out_transaction_stayed_visible_is_flagged(

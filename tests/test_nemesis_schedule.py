@@ -185,6 +185,11 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
     assert events and all(e.kind == "coordinator-at" for e in events)
     assert all(e.params["fault"] == "pause" and e.params["at"] == "before-commit" for e in events)
     assert all(1.0 <= e.duration <= 15.0 for e in events)
+    options = RunOptions(workload="eos", time_limit=120, seed=5, nemesis="coordinator-kill")
+    events = plan(options, True, 10.0).events
+    assert events and all(e.kind == "coordinator-at" for e in events)
+    assert all(e.params["fault"] == "kill" and e.params["at"] == "before-commit" for e in events)
+    assert all(8.0 <= e.duration <= 14.0 for e in events)
     for name, kind in (("delayed-endtxn", "late-endtxn"), ("delayed-produce", "late-produce")):
         options = RunOptions(workload="eos", time_limit=60, seed=5, nemesis=name)
         events = plan(options, True, 10.0).events

@@ -49,6 +49,29 @@ def test_a_start_at_the_committed_offset_or_after_a_later_commit_is_none() -> No
     assert A.reference_facts(*_run(0, 15)) == []
 
 
+def test_a_start_at_an_offset_the_group_moved_back_to_is_none() -> None:
+    """Instance 2 starts below 8 and commits 4 (moving the group's offset back); instance 4,
+    given the partition later, starts at 4: right, and not a second case. Had instance 2's
+    commit raced instance 1's (invoked before it completed), either could be the last, and
+    a start at 4 is still not below it for certain."""
+    rebalances, invokes, dones = _run(0, 5, reassign=True)
+    dones[(2, 1)] = (21, "ok", [(0, 4)])
+    rebalances.append((4, 30, "assign", 4, [0]))
+    invokes[(4, 1)] = (31, [(0, 4, "v4")])
+    assert [(f.instance, f.committed) for f in A.reference_facts(rebalances, invokes, dones)] == [
+        (2, 8)
+    ]
+    # Instance 2's transaction invoked before instance 1's commit completed (its read is then
+    # before its assignment: no case of its own either).
+    invokes[(2, 1)] = (4, invokes[(2, 1)][1])
+    facts = A.reference_facts(rebalances, invokes, dones)
+    assert [(f.instance, f.committed) for f in facts] == []
+    # ... while a start below both is a case, measured against the lower.
+    invokes[(4, 1)] = (31, [(0, 2, "v2")])
+    facts = A.reference_facts(rebalances, invokes, dones)
+    assert [(f.instance, f.first_offset, f.committed) for f in facts] == [(4, 2, 4)]
+
+
 def _verdict(waited: int, pending: bool, copy_by: str = "2") -> dict[str, Any]:
     start = {
         "instance": 2,

@@ -13,8 +13,11 @@ have been pending).
 
 Why "committed before the assignment": an offset committed later (a zombie's commit racing
 the rebalance) might not have existed when the member fetched its start; one committed
-before the member was even told of the partition must be seen by any correct fetch. So the
-anomaly is certain from the history alone, and its count never needs the broker log.
+before the member was even told of the partition must be seen by any correct fetch. Why
+"the last commit", not the highest: a member that started wrong and committed a lower offset
+moved the group's offset back, and the next member to start there starts right (the
+duplicates are the first member's, already named). So the anomaly is certain from the
+history alone, and its count never needs the broker log.
 
 Both engines find, per assignment that has a first read below its committed offset, the same
 :class:`StartFacts` (the Spark engine with joins over every transaction, the reference here,
@@ -49,8 +52,11 @@ class StartFacts(NamedTuple):
     #: Its inputs of the partition with the lowest offsets: (offset, value), at most
     #: :data:`SHOWN_VALUES`, by offset.
     read_values: tuple[tuple[int, str | None], ...]
-    #: The highest offset the group had committed for the partition before the assignment,
-    #: and the transaction that committed it first: (instance, seq, completion index).
+    #: The offset the group had committed for the partition when it was assigned, and the
+    #: transaction that committed it: (instance, seq, completion index). Of the commits
+    #: completed before the assignment, the last may be any that no other of them followed
+    #: for certain (invoked after it completed): the lowest of those, so a start is flagged
+    #: only when it is below whichever one the log holds last.
     committed: int
     committed_by: tuple[int, int, int]
     #: The instance's last read of the partition before the assignment (-1: none).
@@ -159,12 +165,13 @@ def reference_facts(
         )
         if first is None:
             continue
-        best: tuple[int, int, int, int] | None = None  # (next, done, instance, seq)
-        for done, cp, nxt, ci, cs in commits:
-            if done >= a_idx:
-                break
-            if cp == p and (best is None or nxt > best[0]):
-                best = (nxt, done, ci, cs)
+        before = [c for c in commits if c[0] < a_idx and c[1] == p]
+        last_invoked = max((invokes[(c[3], c[4])][0] for c in before), default=-1)
+        # (next, done, instance, seq) of the lowest commit that may be the last one
+        best = min(
+            ((nxt, done, ci, cs) for done, _p, nxt, ci, cs in before if done > last_invoked),
+            default=None,
+        )
         if best is None or first[2] >= best[0]:
             continue
         prev = max((r[0] for r in mine if r[0] < a_idx), default=-1)

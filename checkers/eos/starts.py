@@ -52,22 +52,28 @@ def check_started_below(fr: EosFrames, max_examples: int) -> dict[str, Any]:
     commits = fr.txns.filter(F.col("done_type") == "ok").select(
         F.col("instance").alias("ci"),
         F.col("txn_seq").alias("cs"),
+        F.col("inv_index").alias("c_inv"),
         "done_index",
         F.explode("txn_offsets").alias("y"),
     )
     commits = commits.select(
-        "ci", "cs", "done_index", F.col("y")[0].cast("int").alias("p"), F.col("y")[1].alias("nxt")
+        "ci",
+        "cs",
+        "c_inv",
+        "done_index",
+        F.col("y")[0].cast("int").alias("p"),
+        F.col("y")[1].alias("nxt"),
     ).filter(F.col("p").isNotNull() & F.col("nxt").isNotNull())
+    case = Window.partitionBy("instance", "p", "a_index")
+    # The commits before the assignment that may be its last (none followed them for
+    # certain), the lowest of them (see StartFacts.committed).
     best = (
         F.broadcast(first)
         .join(commits, "p")
         .filter(F.col("done_index") < F.col("a_index"))
-        .withColumn(
-            "rn",
-            F.row_number().over(
-                Window.partitionBy("instance", "p", "a_index").orderBy(F.desc("nxt"), "done_index")
-            ),
-        )
+        .withColumn("last_inv", F.max("c_inv").over(case))
+        .filter(F.col("done_index") > F.col("last_inv"))
+        .withColumn("rn", F.row_number().over(case.orderBy("nxt", "done_index")))
         .filter((F.col("rn") == 1) & (F.col("o") < F.col("nxt")))
     )
     rows = best.collect()
@@ -102,7 +108,7 @@ def _start_facts(fr: EosFrames, reads: DataFrame, rows: list[Any]) -> list[A.Sta
         [(r["instance"], r["p"], r["a_index"], r["txn_seq"]) for r in rows],
         "c_instance int, p int, a_index long, c_seq long",
     )
-    done = fr.txns.select(F.col("instance").alias("instance"), "txn_seq", "done_index")
+    done = fr.txns.select("instance", "txn_seq", "done_index")
     j = F.broadcast(cases).join(reads, "p").join(done, ["instance", "txn_seq"], "left")
     own = F.col("instance") == F.col("c_instance")
     pending = (

@@ -200,6 +200,9 @@ def pause_at_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def coordinator_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, Any]:
+    """The seed picks a pause, an isolation or a client cut; a recipe may pin ``"kill"``
+    (a SIGKILL, the broker restarted when the fault ends), which is left out of the draw so
+    that a seed keeps the schedule it always had."""
     return {
         "pick": rng.randrange(1 << 30),
         "at": rng.choice(sorted(COORDINATOR_MOMENTS)),
@@ -237,6 +240,8 @@ def coordinator_at_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
         sub = {"role": "fixed", "node": node, "why": why, "mode": params["mode"], "seed": 0}
         if fault == "pause":
             applied = brokers.pause_start(ctx, sub)
+        elif fault == "kill":
+            applied = brokers.kill_start(ctx, {**sub, "clean": False})
         elif fault == "partition":
             applied = network.partition_start(ctx, {**sub, "shape": "isolate"})
         else:
@@ -258,6 +263,8 @@ def coordinator_at_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str,
     fault = details["fault"]
     if fault == "pause":
         return brokers.pause_stop(ctx, details)
+    if fault == "kill":
+        return brokers.kill_stop(ctx, details)
     if fault == "partition":
         return network.partition_stop(ctx, details)
     return network.client_cut_stop(ctx, details)
