@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from common.errors import HarnessError, OneLineParser
+from harness import __version__
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 
 log = logging.getLogger("harness.cli")
@@ -192,8 +193,15 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     # Usage errors are one line and exit status 2, like every other bad input.
-    parser = OneLineParser(prog="python -m harness", description=__doc__)
+    parser = OneLineParser(
+        prog="python -m harness",
+        description="Exactly-once tests of real Kafka clusters: install Kafka, run a workload "
+        "under faults and judge its history, many runs (campaign, matrix), reports. A bad "
+        "input is one line on stderr and exit status 2; a run's exit status is its verdict "
+        "(0 valid, 1 invalid, 2 could not judge).",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("install", help="install a Kafka version and toxiproxy into the cache")
