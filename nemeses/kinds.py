@@ -228,6 +228,28 @@ KINDS: dict[str, FaultKind] = {
 }
 
 
+def unavailable(
+    kind: FaultKind,
+    *,
+    netns: bool = True,
+    clients: bool = True,
+    hooks: bool = True,
+    abilities: frozenset[str] = frozenset(ABILITIES),
+) -> str | None:
+    """Why ``kind`` cannot run in this environment, or None: the one list of reasons that
+    ``all`` skips a kind for and that refuses a kind named outright."""
+    lacking = [a for a in kind.needs if a not in abilities]
+    if kind.needs_netns and not netns:
+        return "partitions need network namespaces (run as root)"
+    if kind.needs_clients and not clients:
+        return "it needs a workload with processors"
+    if kind.needs_hooks and not hooks:
+        return "the client has no protocol hook points"
+    if lacking:
+        return f"the cluster has no {', '.join(lacking)} ability"
+    return None
+
+
 def skipped_by_all(
     *,
     netns: bool = True,
@@ -238,17 +260,11 @@ def skipped_by_all(
     """The kinds ``all`` leaves out in this environment, each with the reason."""
     out = {}
     for k in KINDS.values():
-        lacking = [a for a in k.needs if a not in abilities]
+        why = unavailable(k, netns=netns, clients=clients, hooks=hooks, abilities=abilities)
         if k.bug_probe:
             out[k.name] = "aimed at a known Kafka bug; name it to run it"
-        elif k.needs_netns and not netns:
-            out[k.name] = "partitions need network namespaces (root)"
-        elif k.needs_clients and not clients:
-            out[k.name] = "no workload processors"
-        elif k.needs_hooks and not hooks:
-            out[k.name] = "the client has no protocol hook points"
-        elif lacking:
-            out[k.name] = f"the cluster has no {', '.join(lacking)} ability"
+        elif why is not None:
+            out[k.name] = why
     return out
 
 
@@ -297,20 +313,13 @@ class NemesisSpec:
         if self.every:
             skip = self.skipped(netns=netns, clients=clients, hooks=hooks, abilities=abilities)
             return [name for name in KINDS if name not in skip]
-        names = self.names
-        if not netns and any(KINDS[n].needs_netns for n in names):
-            raise ValueError("partition faults need network namespaces (run as root)")
-        if not clients and any(KINDS[n].needs_clients for n in names):
-            raise ValueError("processor faults need a workload with processors")
-        if not hooks and any(KINDS[n].needs_hooks for n in names):
-            raise ValueError("moment-aimed faults need processors with hook points")
-        for n in names:
-            lacking = [a for a in KINDS[n].needs if a not in abilities]
-            if lacking:
-                raise ValueError(
-                    f"{n} needs the {', '.join(lacking)} ability, which this cluster has not"
-                )
-        return list(names)
+        for n in self.names:
+            why = unavailable(
+                KINDS[n], netns=netns, clients=clients, hooks=hooks, abilities=abilities
+            )
+            if why is not None:
+                raise ValueError(f"--nemesis {n} cannot run here: {why}")
+        return list(self.names)
 
 
 def parse_nemesis(text: str) -> NemesisSpec:

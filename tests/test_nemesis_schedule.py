@@ -45,7 +45,10 @@ def test_all_respects_the_environment() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("partition,bogus", "unknown nemesis 'bogus'"), ("zombie", "need a workload")],
+    [
+        ("partition,bogus", "unknown nemesis 'bogus'"),
+        ("zombie", "--nemesis zombie cannot run here: it needs a workload with processors"),
+    ],
 )
 def test_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -220,7 +223,7 @@ def test_a_cluster_without_an_ability_loses_the_kinds_that_need_it() -> None:
     assert {"pause", "kill", "restart", "zombie"} <= set(kinds)
     assert not {"partition", "slow", "client-cut", "cut-processor"} & set(kinds)
     assert spec.skipped(abilities=have)["slow"] == "the cluster has no toxics ability"
-    with pytest.raises(ValueError, match="slow needs the toxics ability"):
+    with pytest.raises(ValueError, match="--nemesis slow cannot run here: the cluster has no toxics ability"):
         parse_nemesis("pause,slow").kinds(abilities=have)
 
 

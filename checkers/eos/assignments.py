@@ -144,54 +144,73 @@ def reference_facts(
             reads.setdefault((inst, p), []).append((inv, seq, got[0][0], got))
     for rs in reads.values():
         rs.sort()
-    commits = sorted(
-        (done, p, nxt, inst, seq)
-        for (inst, seq), (done, typ, offs) in dones.items()
-        if typ == "ok"
-        for p, nxt in offs
-        if p is not None and nxt is not None
-    )
-    assigns = sorted(
-        (idx, inst, gen, p) for inst, idx, ev, gen, ps in rebalances if ev == "assign" for p in ps
-    )
+    commits: dict[int, list[tuple[int, int, int, int, int]]] = {}  # partition -> by done
+    for (inst, seq), (done, typ, offs) in dones.items():
+        if typ != "ok":
+            continue
+        for p, nxt in offs:
+            if p is not None and nxt is not None:
+                commits.setdefault(p, []).append((done, nxt, inst, seq, invokes[(inst, seq)][0]))
+    for cs_ in commits.values():
+        cs_.sort()
+    assigned: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (instance, p) -> (index, gen)
+    for inst, idx, ev, gen, ps in rebalances:
+        if ev == "assign":
+            for p in ps:
+                assigned.setdefault((inst, p), []).append((idx, gen))
     out = []
-    for a_idx, inst, gen, p in assigns:
-        nxt_assign = min(
-            (i for i, ii, _g, pp in assigns if ii == inst and pp == p and i > a_idx), default=None
-        )
+    for (inst, p), given in sorted(assigned.items()):
+        given.sort()
         mine = reads.get((inst, p), [])
-        first = next(
-            (r for r in mine if r[0] > a_idx and (nxt_assign is None or r[0] < nxt_assign)), None
-        )
-        if first is None:
-            continue
-        before = [c for c in commits if c[0] < a_idx and c[1] == p]
-        last_invoked = max((invokes[(c[3], c[4])][0] for c in before), default=-1)
-        # (next, done, instance, seq) of the lowest commit that may be the last one
-        best = min(
-            ((nxt, done, ci, cs) for done, _p, nxt, ci, cs in before if done > last_invoked),
-            default=None,
-        )
-        if best is None or first[2] >= best[0]:
-            continue
-        prev = max((r[0] for r in mine if r[0] < a_idx), default=-1)
-        out.append(
-            StartFacts(
-                inst,
-                p,
-                a_idx,
-                gen,
-                first[0],
-                first[1],
-                first[2],
-                tuple(first[3][:SHOWN_VALUES]),
-                best[0],
-                (best[2], best[3], best[1]),
-                prev,
-                _pending(inst, p, a_idx, invokes, dones),
+        for k, (a_idx, gen) in enumerate(given):
+            nxt_assign = given[k + 1][0] if k + 1 < len(given) else None
+            first = next(
+                (r for r in mine if r[0] > a_idx and (nxt_assign is None or r[0] < nxt_assign)),
+                None,
             )
-        )
+            if first is None:
+                continue
+            fact = _below(inst, p, a_idx, gen, first, mine, commits.get(p, []))
+            if fact is not None:
+                out.append(fact._replace(pending=_pending(inst, p, a_idx, invokes, dones)))
     return out
+
+
+def _below(
+    inst: int,
+    p: int,
+    a_idx: int,
+    gen: int,
+    first: tuple[int, int, int, list[tuple[int, str | None]]],
+    mine: list[tuple[int, int, int, list[tuple[int, str | None]]]],
+    commits: list[tuple[int, int, int, int, int]],
+) -> StartFacts | None:
+    """The case of one assignment, if its first read started below the committed offset;
+    ``commits``: the partition's as (done, next, instance, seq, invoke index), by done."""
+    before = [c for c in commits if c[0] < a_idx]
+    last_invoked = max((c[4] for c in before), default=-1)
+    # (next, done, instance, seq) of the lowest commit that may be the last one
+    best = min(
+        ((nxt, done, ci, cs) for done, nxt, ci, cs, _inv in before if done > last_invoked),
+        default=None,
+    )
+    if best is None or first[2] >= best[0]:
+        return None
+    prev = max((r[0] for r in mine if r[0] < a_idx), default=-1)
+    return StartFacts(
+        inst,
+        p,
+        a_idx,
+        gen,
+        first[0],
+        first[1],
+        first[2],
+        tuple(first[3][:SHOWN_VALUES]),
+        best[0],
+        (best[2], best[3], best[1]),
+        prev,
+        None,
+    )
 
 
 def _pending(
