@@ -20,6 +20,7 @@ Public API::
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -189,7 +190,9 @@ def _publish(tmp: Path, data: Path, manifest: Path, meta: dict[str, Any]) -> Non
 
 
 def _scratch(root: Path | None, name: str) -> Path:
-    """A scratch directory next to the cache, or in the temp dir (no cache, read-only run)."""
+    """A scratch directory next to the cache, or in the temp dir (no cache, read-only run).
+    One in the temp dir may be what a DataFrame of this process reads until it ends, so it
+    is removed when the process exits, not before."""
     try:
         if root is None:
             raise OSError("no cache")
@@ -198,7 +201,9 @@ def _scratch(root: Path | None, name: str) -> Path:
         d.mkdir()
         return d
     except OSError:
-        return Path(tempfile.mkdtemp(prefix=f"kh-{name}-"))
+        d = Path(tempfile.mkdtemp(prefix=f"kh-{name}-"))
+        atexit.register(shutil.rmtree, d, True)
+        return d
 
 
 def derived_cache(source: Path, name: str) -> tuple[Path, dict[str, Any] | None]:

@@ -157,3 +157,18 @@ def test_bad_lines_get_the_one_line_errors_of_before(
         return
     with pytest.raises(CheckerInputError, match=expect):
         L.load_logdump(spark, run, cache=False)  # type: ignore[arg-type]
+
+
+def test_a_scratch_dir_outside_a_run_is_removed_when_the_process_ends(tmp_path: Path) -> None:
+    """A log dump converted without a cache (a read-only run) is read from a scratch dir in
+    the temp dir for as long as the process lives; it must not outlive the process."""
+    import subprocess
+    import sys
+
+    code = "from checkers.load import _scratch; d = _scratch(None, 'logdump'); print(d)"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    made = Path(proc.stdout.strip())
+    assert made.name.startswith("kh-logdump-")
+    assert not made.exists()
