@@ -268,6 +268,10 @@ def write_report(run_dir: Path) -> Path:
         errors=(data.results or {}).get("errors") or {},
         known_findings=(data.results or {}).get("known_findings") or [],
         summary_lines=(data.summary or {}).get("lines") or [],
+        time_instances=(((data.summary or {}).get("stats") or {}).get("time_use") or {}).get(
+            "instances"
+        )
+        or {},
         drained=(data.summary or {}).get("drained", True),
         anomalies=_anomalies(data.results),
         journeys=_journeys(data),

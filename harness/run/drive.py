@@ -96,10 +96,12 @@ class RunSummary:
     line: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     stats_line: str | None = None
+    #: Where the time went (``harness.run.timeuse``): availability, the processes' time.
+    time_lines: list[str] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
-        return [x for x in (self.line, self.stats_line) if x]
+        return [x for x in (self.line, self.stats_line, *self.time_lines) if x]
 
 
 def _no_summary(ops: list[Op]) -> RunSummary:

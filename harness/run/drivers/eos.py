@@ -8,6 +8,7 @@ the verdict (order, zombies, aborted reads, torn transactions, broker logs) is t
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -15,6 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.run.drive import Drive, Outcome, RunSummary, Workload
+from harness.run.timeuse import (
+    Availability,
+    TimeUse,
+    availability,
+    availability_line,
+    instance_times,
+    instances_line,
+)
 from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
 from workloads.eos import SPEC, EosWorkload
 
@@ -174,11 +183,64 @@ def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
     }
 
 
+def time_use(ops: list[Op]) -> TimeUse:
+    """Availability over the load (from the first spawn to the final drain): the seconds in
+    which seeded inputs were waiting uncommitted, and of those the ones in which a
+    transaction committed; and each instance's time (:func:`harness.run.timeuse.instance_times`)."""
+    seeded: list[tuple[int, int]] = []  # (time, values) of acknowledged seeds
+    committed: list[tuple[int, int]] = []  # (time, outputs) of committed transactions
+    start = end = None
+    fed = SPEC.figures.fed()
+    for op in ops:
+        proc, f, typ = op["process"], op["f"], op["type"]
+        if proc == "supervisor" and f == "spawn" and start is None:
+            start = op["time"]
+        elif proc == "final" and f == "drain" and typ == "invoke":
+            end = op["time"]
+        elif typ == "ok" and (n := fed(op)) is not None:
+            seeded.append((op["time"], n))
+        elif typ == "ok" and isinstance(proc, int) and f == "txn":
+            committed.append((op["time"], len(op["value"].get("outputs") or [])))
+    if end is None and committed:
+        end = committed[-1][0]
+    seeded_by, committed_by = _cumulative(seeded), _cumulative(committed)
+
+    def waiting(begin: int, end: int) -> bool:  # input seeded by the second's end, uncommitted
+        return _count_by(seeded_by, end) > _count_by(committed_by, begin)
+
+    avail = (
+        availability((t for t, _n in committed), start, end, waiting)
+        if start is not None and end is not None
+        else Availability()
+    )
+    return TimeUse(avail, instance_times(ops))
+
+
+def _cumulative(points: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    times, totals, total = [], [], 0
+    for t, n in sorted(points):
+        total += n
+        times.append(t)
+        totals.append(total)
+    return times, totals
+
+
+def _count_by(cum: tuple[list[int], list[int]], t: int) -> int:
+    k = bisect.bisect_right(cum[0], t)
+    return cum[1][k - 1] if k else 0
+
+
 def summarize(ops: list[Op]) -> RunSummary:
     tally = drain_tally(ops)
     stats = run_stats(ops)
     throughput = f"throughput: {stats['txns_per_s']} txn/s, {stats['records_per_s']} records/s"
-    return RunSummary(tally, tally_line(tally), stats, throughput)
+    use = time_use(ops)
+    stats["time_use"] = use.to_dict()
+    lines = [
+        availability_line(use.availability, "a transaction committed", "with seeded input waiting"),
+        instances_line(use.instances),
+    ]
+    return RunSummary(tally, tally_line(tally), stats, throughput, [x for x in lines if x])
 
 
 WORKLOAD = Workload(SPEC, drive, summarize)

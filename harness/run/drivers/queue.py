@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.run.drive import Drive, Outcome, Workload
+from harness.run.drive import Drive, Outcome, RunSummary, Workload
 from harness.run.options import RunOptions
+from harness.run.timeuse import availability, availability_line
+from history import Op
 from workloads.queue import SPEC, QueueWorkload, run_phases
 
 
@@ -27,4 +29,28 @@ def drive(d: Drive) -> Outcome:
     return Outcome(finished)
 
 
-WORKLOAD = Workload(SPEC, drive, prepare=prepare)
+#: The ops that move the queue forward when they complete ok.
+PROGRESS = frozenset({"send", "poll", "txn"})
+
+
+def summarize(ops: list[Op]) -> RunSummary:
+    """Availability of the clients' load: of the whole seconds from their first op to their
+    last completion, those in which a send, poll or transaction completed ok."""
+    clients = [op for op in ops if isinstance(op["process"], int)]
+    if not clients:
+        return RunSummary()
+    done = [op["time"] for op in clients if op["type"] == "ok" and op["f"] in PROGRESS]
+    ends = [op["time"] for op in clients if op["type"] != "invoke"]
+    avail = availability(done, clients[0]["time"], max(ends, default=clients[0]["time"]))
+    stats = {
+        "time_use": {
+            "available_s": avail.available,
+            "counted_s": avail.counted,
+            "availability": round(avail.share, 3),
+        }
+    }
+    line = availability_line(avail, "a send, poll or transaction completed", "of the load")
+    return RunSummary(stats=stats, time_lines=[line])
+
+
+WORKLOAD = Workload(SPEC, drive, summarize, prepare=prepare)
