@@ -1163,8 +1163,9 @@ def test_real_correct_run_that_lost_exactly_once_is_flagged(spark: Any, tmp_path
 def test_real_run_whose_timed_out_transaction_stayed_visible_is_flagged(
     spark: Any, tmp_path: Path
 ) -> None:
-    """F1's second sighting (docs/findings.md): a correct processor's transaction that its
-    coordinator rolled back on timeout after a controller kill, whose 25 outputs the final
+    """F6 (docs/findings.md, first filed as F1's second sighting): a correct processor's
+    transaction that its coordinator rolled back on timeout after a controller kill, whose 25
+    outputs the final
     read_committed read still returned, while a member of the next generation re-processed
     the same inputs from the offsets the rollback left. Both engines name the same 50
     duplicates and overtaken writes."""
