@@ -69,6 +69,7 @@ class FakeCluster:
 
     def __init__(self) -> None:
         self.paused: list[int] = []
+        self.killed: list[int] = []
 
     def txn_coordinator(self, tid: str) -> int:
         return 2
@@ -90,6 +91,15 @@ class FakeCluster:
 
     def proxy_up(self, node: int) -> None:
         self.paused.remove(node)
+
+    def kill(self, node: int) -> None:
+        self.killed.append(node)
+
+    def node_alive(self, node: int) -> bool:
+        return node not in self.killed
+
+    def start_node(self, node: int) -> None:
+        self.killed.remove(node)
 
 
 @pytest.fixture
@@ -164,6 +174,22 @@ def test_coordinator_at_pauses_that_processors_coordinator_then_lets_it_continue
     assert process_state(clients.procs[1].pid) not in ("T", None)  # continued into it
     moment_faults.coordinator_at_stop(ctx, details)
     assert cluster.paused == []
+
+
+def test_coordinator_at_pinned_to_kill_sigkills_the_coordinator_and_restarts_it(
+    clients: FakeClients,
+) -> None:
+    """The coordinator-kill recipe: the transaction coordinator SIGKILLed (never a clean
+    stop) while the processor waits at before-commit, which then goes on into its EndTxn."""
+    cluster = FakeCluster()
+    ctx = FaultContext(cluster, clients)  # type: ignore[arg-type]
+    params = {"pick": 0, "at": "before-commit", "fault": "kill", "mode": "down"}
+    details = moment_faults.coordinator_at_start(ctx, params)
+    assert details["fault"] == "kill" and details["clean"] is False
+    assert details["targets"] == [2] and cluster.killed == [2]
+    assert process_state(clients.procs[1].pid) not in ("T", None)
+    moment_faults.coordinator_at_stop(ctx, details)
+    assert cluster.killed == []
 
 
 def test_coordinator_at_partition_without_namespaces_cuts_the_client_path(
