@@ -72,6 +72,20 @@ def test_a_start_at_an_offset_the_group_moved_back_to_is_none() -> None:
     assert [(f.instance, f.first_offset, f.committed) for f in facts] == [(4, 2, 4)]
 
 
+def test_f5_s_window_is_counted_where_a_member_was_given_a_pending_partition() -> None:
+    """Instance 2 is given partition 0 at 10 while instance 3's transaction over it (invoked at
+    9) never completes, and reads it at 20: one assignment in the window. A revoke and a new
+    assignment at 15 and 16 change it before the read: two in the window, one changed."""
+    rebalances, invokes, dones = _run(8, 5, reassign=True)
+    assert A.pending_waits(rebalances, invokes, dones) == (1, 0)
+    rebalances += [(2, 15, "revoke", 3, [0]), (2, 16, "assign", 4, [0])]
+    assert A.pending_waits(rebalances, invokes, dones) == (2, 1)
+    # Once instance 3's transaction completed before the assignment, nothing was pending.
+    invokes[(3, 1)] = (3, invokes[(3, 1)][1])
+    dones[(3, 1)] = (4, "ok", [(0, 9)])
+    assert A.pending_waits(rebalances, invokes, dones) == (0, 0)
+
+
 def _verdict(waited: int, pending: bool, copy_by: str = "2") -> dict[str, Any]:
     start = {
         "instance": 2,

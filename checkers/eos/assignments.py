@@ -172,7 +172,7 @@ def reference_facts(
                 continue
             fact = _below(inst, p, a_idx, gen, first, mine, commits.get(p, []))
             if fact is not None:
-                out.append(fact._replace(pending=_pending(inst, p, a_idx, invokes, dones)))
+                out.append(fact._replace(pending=pending_at(inst, p, a_idx, invokes, dones)))
     return out
 
 
@@ -213,7 +213,7 @@ def _below(
     )
 
 
-def _pending(
+def pending_at(
     inst: int,
     p: int,
     a_idx: int,
@@ -234,3 +234,33 @@ def _pending(
         if best is None or inv > best[2]:
             best = (oi, os_, inv, max(offs) + 1, done_idx)
     return best
+
+
+def pending_waits(
+    rebalances: list[Rebalance],
+    invokes: dict[tuple[int, int], tuple[int, list[tuple[int, int, str | None]]]],
+    dones: dict[tuple[int, int], tuple[int, str, list[tuple[int, int]]]],
+) -> tuple[int, int]:
+    """F5's window, counted: assignments of a partition that the member then read while
+    another instance's transaction over it had not completed (its offsets may have been
+    pending), and how many of those the member's assignment changed in (a rebalance callback)
+    before its first read. A correct client starts all of them at the committed offset; a
+    campaign that meets none of them says nothing about F5."""
+    reads: dict[tuple[int, int], list[int]] = {}
+    for (inst, _seq), (inv, inputs) in invokes.items():
+        for p in {p for p, _o, _v in inputs}:
+            reads.setdefault((inst, p), []).append(inv)
+    mine: dict[int, list[int]] = {}
+    for r in rebalances:
+        mine.setdefault(r[0], []).append(r[1])
+    given = changed = 0
+    for inst, a_idx, ev, _gen, ps in rebalances:
+        if ev != "assign":
+            continue
+        for p in ps:
+            first = min((i for i in reads.get((inst, p), []) if i > a_idx), default=None)
+            if first is None or pending_at(inst, p, a_idx, invokes, dones) is None:
+                continue
+            given += 1
+            changed += any(a_idx < i < first for i in mine[inst])
+    return given, changed
