@@ -80,8 +80,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: Fixtures that hand out a real Kafka cluster. A test asking for one is marked ``cluster``
+#: when collected, so ``-m "not cluster"`` leaves it out without a mark written by hand.
+CLUSTER_FIXTURES = frozenset(
+    {"kafka_cluster", "docker_cluster", "healthy_cluster", "any_cluster", "nemesis", "scenario"}
+)
+#: Fixtures that start a Spark JVM; a test asking for one is marked ``spark``.
+SPARK_FIXTURES = frozenset({"spark"})
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a real Kafka cluster")
+    config.addinivalue_line("markers", "spark: starts an embedded Spark session (a JVM)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the marks must be there by then
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & CLUSTER_FIXTURES:
+            item.add_marker(pytest.mark.cluster)
+        if names & SPARK_FIXTURES:
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")

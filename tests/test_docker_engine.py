@@ -177,6 +177,7 @@ def test_scenario_suite_partitions_and_pauses_pass_on_containers(tmp_path: Path)
         [sys.executable, "-m", "pytest", "harness/test_scenarios.py", "--backend", "docker",
          "-k", "test_eos_is_exactly_once_under and (partition or pauses)",
          "-p", "no:xdist", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}",
+         "--time-limit", "20",  # a fault or two of each kind: what this test is about
          "--store", str(tmp_path / "store")],
         cwd=ROOT, capture_output=True, text=True, timeout=1500,
     )  # fmt: skip

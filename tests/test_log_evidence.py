@@ -738,6 +738,7 @@ def test_bad_master_gives_unknown_not_valid(tmp_path: Path) -> None:
     assert "bogus://nowhere:1" in json.dumps(res["errors"])
 
 
+@pytest.mark.spark
 def test_stop_leaves_no_jvm() -> None:
     pytest.importorskip("pyspark")
     code = """

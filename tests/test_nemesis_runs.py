@@ -128,13 +128,13 @@ def test_zombie_pause_is_rebalanced_away_and_its_commit_rejected(
 
 
 def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: Path) -> None:  # type: ignore[no-untyped-def]
-    first = _options("orig", 30.0)
+    first = _options("orig", 15.0)
     first.nemesis = parse_nemesis("pause,slow,client-cut")
     first.nemesis_interval, first.nemesis_duration = 3, 4
     a = _run(kafka_cluster, harness_store, first)
     saved = load(a.run_dir / "schedule.json")
     assert saved.events, "the schedule planned no fault"
-    again = _options("replay", 30.0)
+    again = _options("replay", 15.0)
     again.replay = a.run_dir / "schedule.json"
     b = _run(kafka_cluster, harness_store, again)
     ea = json.loads((a.run_dir / "schedule.json").read_text())["executed"]
@@ -145,7 +145,7 @@ def test_replay_reproduces_kinds_roles_and_timing(kafka_cluster, harness_store: 
     # when that one overran (a resumed broker may take seconds to answer on a loaded
     # machine, and one lane acts one fault at a time).
     for executed in (ea, eb):
-        _assert_on_time(executed, limit=30.0, slack=1.0)
+        _assert_on_time(executed, limit=15.0, slack=1.0)
     for r in (a, b):
         assert r.summary["duplicates"] == r.summary["missing"] == 0, r.summary
 

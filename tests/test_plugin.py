@@ -106,3 +106,40 @@ def test_scenario_fixture_runs_any_registered_workload(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+_MARKED = """
+def test_on_a_cluster(kafka_cluster):
+    pass
+
+
+def test_on_a_faulted_cluster(healthy_cluster):
+    pass
+
+
+def test_with_spark(spark):
+    pass
+
+
+def test_plain():
+    pass
+"""
+
+
+def test_fixtures_mark_their_tests_so_the_quick_tier_leaves_them_out(tmp_path: Path) -> None:
+    """``-m "not cluster and not spark"`` must leave out a test that only asks for a cluster or
+    a Spark session, without a mark written by hand; collecting starts neither."""
+    (tmp_path / "test_marked.py").write_text(_MARKED)
+
+    def collected(expr: str) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+             "-p", "no:xdist", "-m", expr, "test_marked.py"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode in (0, 5), proc.stdout + proc.stderr  # 5: nothing selected
+        return sorted(ln.split("::")[1] for ln in proc.stdout.splitlines() if "::" in ln)
+
+    assert collected("not cluster and not spark") == ["test_plain"]
+    assert collected("cluster") == ["test_on_a_cluster", "test_on_a_faulted_cluster"]
+    assert collected("spark") == ["test_with_spark"]

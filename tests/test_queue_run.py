@@ -48,7 +48,7 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
         "--processors",
         "3",
         "--time-limit",
-        "20",
+        "12",
         "--seed",
         "4",
         "--nemesis",
@@ -73,7 +73,7 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
     assert (run_dir / "history.jsonl").is_file() and (run_dir / "processes").is_dir()
     config = json.loads((run_dir / "config.json").read_text())
     assert config["workload"] == "queue" and config["checker_suites"] == ["queue"]
-    assert config["kafka_version_resolved"] and config["time_limit"] == 20
+    assert config["kafka_version_resolved"] and config["time_limit"] == 12
     results = json.loads((run_dir / "results.json").read_text())
     assert "queue" in results["checkers"] and "checker" not in results["checkers"]
     # Where the run's time went, phase by phase, ending with the verdict.
@@ -110,7 +110,7 @@ def test_queue_run_progress_report_index_and_recheck(harness_store: Path) -> Non
         assert summary and summary == describe(kind, "queue") and summary in page.text
     repro = page.text[page.text.index("python -m harness run") :].splitlines()[0]
     assert "--workload queue --sub-via assign --processors 3" in repro
-    assert "--seed 4" in repro and "--time-limit 20" in repro
+    assert "--seed 4" in repro and "--time-limit 12" in repro
     assert "--client python" in repro  # the queue workload has a --client of its own
     for eos_flag in ("--variant", "--values", "--txn-size", "--partitions"):
         assert eos_flag not in repro, repro

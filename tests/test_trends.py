@@ -84,6 +84,7 @@ def two_nights(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.spark
 def test_trends_show_what_changed_between_two_nights(two_nights: Path) -> None:
     from checkers.spark import spark_session
     from harness.nightly.trends import compute_trends, write_trends
