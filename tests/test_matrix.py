@@ -346,6 +346,73 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "matrix").exists()
 
 
+def test_a_client_that_does_not_build_makes_its_cells_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Kafka version the Java clients do not compile against: their cells run nothing and
+    say "not built: <javac's first error>" in matrix.json, junit.xml and on the page, while
+    the version's other cells still run."""
+    import shutil
+
+    from checkers import spark as sparkmod
+    from harness.kafka import install as installmod
+    from harness.kafka import javaclients
+    from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
+    from harness.nightly import matrix as matrixmod
+
+    real = installmod.ensure_installed(DEFAULT_KAFKA_VERSION)
+    libs = tmp_path / "kafka" / "libs"  # the real jars, a cache of the test's own
+    libs.mkdir(parents=True)
+    for jar in real.libs_dir.glob("*.jar"):
+        (libs / jar.name).symlink_to(jar)
+    scratch = installmod.Installation(
+        KafkaVersion(DEFAULT_KAFKA_VERSION), libs, Path("/nonexistent"), real.java
+    )
+    src = tmp_path / "src"
+    shutil.copytree(javaclients.SOURCE_DIR, src)
+    (src / "kafkaharness" / "Broken.java").write_text(
+        "package kafkaharness;\nfinal class Broken { int x = undefinedName; }\n"
+    )
+    builds: list[str] = []
+    build = javaclients.ensure_built
+
+    def broken_build(install: Any) -> Path:
+        builds.append(str(install.version))
+        return build(install, source_dir=src)
+
+    ran: list[str] = []
+    monkeypatch.setattr(installmod, "ensure_installed", lambda version=None: scratch)
+    monkeypatch.setattr(javaclients, "ensure_built", broken_build)
+    monkeypatch.setattr(matrixmod, "released_versions", lambda: [DEFAULT_KAFKA_VERSION])
+    monkeypatch.setattr(sparkmod, "start_spark", lambda *a, **k: None)
+    monkeypatch.setattr(
+        matrixmod, "run_cell", lambda cell, *a: ran.append(cell.cell_id) or _record(
+            cell.version, cell.scenario_id, "pass", id=cell.cell_id
+        )
+    )  # fmt: skip
+    args = argparse.Namespace(
+        versions=DEFAULT_KAFKA_VERSION, latest=None, new=False, store=str(tmp_path / "store"),
+        scenarios="eos-java,eos-java-kills,eos-python-kill-processor", time_limit=5.0, seed=1,
+        junit=None, fail_on_new_safety_anomaly=False,
+    )  # fmt: skip
+    assert matrixmod.matrix_command(args) == 1  # not every cell came out as expected
+
+    (out_dir,) = (tmp_path / "store" / "matrix").iterdir()
+    cells = json.loads((out_dir / "matrix.json").read_text())["cells"]
+    java = [c for c in cells if c["scenario"].startswith("eos-java")]
+    assert len(java) == 3 and builds == [DEFAULT_KAFKA_VERSION]  # one build for the version
+    for c in java:
+        assert (c["verdict_source"], c["outcome"]) == ("build", "error")
+        assert c["message"].startswith("not built: ") and "Broken.java" in c["message"]
+        assert "cannot find symbol" in c["build_error"] and "\n" not in c["build_error"]
+    assert ran == [c["id"] for c in cells if c not in java] and ran
+    html = (out_dir / "matrix.html").read_text()
+    assert html.count("NOT BUILT") == 3 and "cannot find symbol" in html
+    errors = ET.parse(out_dir / "junit.xml").getroot().iter("error")
+    assert sum(e.get("type") == "build" for e in errors) == 3
+    assert not list((tmp_path / "kafka").glob("java-clients/*/classes")), "nothing half-built"
+
+
 # --- a real matrix ---------------------------------------------------------------------
 
 

@@ -166,6 +166,34 @@ def _install_error_record(cell: Cell, error: str) -> dict[str, Any]:
     }
 
 
+#: Clients built by the project for each Kafka version (its Java clients, compiled against the
+#: version's jars); a cell of one of them cannot run where they do not compile.
+BUILT_CLIENTS = frozenset({"java"})
+
+
+def _build(version: str) -> str | None:
+    """Build the project's Java clients for an installed version once, before its cells;
+    javac's first error when they do not compile."""
+    from harness.kafka.install import ensure_installed
+    from harness.kafka.javaclients import ensure_built
+
+    try:
+        ensure_built(ensure_installed(version))
+    except HarnessError as exc:
+        return str(exc).split(" failed: ", 1)[-1]
+    return None
+
+
+def not_built_record(cell: Cell, error: str) -> dict[str, Any]:
+    """A cell whose client does not build for its version: no run, the compiler's word."""
+    return {
+        **base_record(cell),
+        "verdict_source": "build",
+        "build_error": error,
+        "message": f"not built: {error}",
+    }
+
+
 def matrix_command(args: argparse.Namespace) -> int:
     store = Path(args.store)
     scenarios = resolve_scenarios(args.scenarios)
@@ -209,6 +237,7 @@ def matrix_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"matrix: {len(cells)} cells ({', '.join(versions)}) -> {out_dir}", flush=True)
     install_errors: dict[str, str | None] = {}
+    build_errors: dict[str, str | None] = {}
     # One Spark session judges every cell (see run_cell), started once for the matrix. Not a
     # background warm-up: cancelling one that is still at work when the first cell is judged
     # once left a Spark job waiting forever.
@@ -224,8 +253,16 @@ def matrix_command(args: argparse.Namespace) -> int:
             if cell.version not in install_errors:
                 install_errors[cell.version] = _install(cell.version)
             error = install_errors[cell.version]
+            if error is None and cell.scenario.client in BUILT_CLIENTS:
+                if cell.version not in build_errors:
+                    build_errors[cell.version] = _build(cell.version)
+                built = build_errors[cell.version]
+            else:
+                built = None
             if error is not None:
                 record = _install_error_record(cell, error)
+            elif built is not None:
+                record = not_built_record(cell, built)
             else:
                 try:
                     record = run_cell(cell, out_dir / "cells" / cell.cell_id, seed)
@@ -239,12 +276,14 @@ def matrix_command(args: argparse.Namespace) -> int:
                     )
                     raise
             matrix["cells"].append(record)
-            print(
-                f"[{i}/{len(cells)}] Kafka {cell.version} {cell.scenario_id}: "
-                f"{record['outcome'].upper()} ({record['verdict']}, {record['wall_s']:.0f}s) "
-                f"{record['report'] or record['log'] or ''}",
-                flush=True,
-            )
+            if record["verdict_source"] == "build":
+                said = f"NOT BUILT ({record['build_error']})"
+            else:
+                said = (
+                    f"{record['outcome'].upper()} ({record['verdict']}, {record['wall_s']:.0f}s) "
+                    f"{record['report'] or record['log'] or ''}"
+                )
+            print(f"[{i}/{len(cells)}] Kafka {cell.version} {cell.scenario_id}: {said}", flush=True)
             write_json_atomic(out_dir / "matrix.json", matrix)  # progress survives a kill
         matrix["complete"] = True
     finally:
