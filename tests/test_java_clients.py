@@ -158,7 +158,9 @@ def test_java_history_writer_speaks_history_format_v1(tmp_path: Path) -> None:
 # --- end to end on a cluster --------------------------------------------------------------
 
 
-def _eos_run(cluster: Any, store: Path, name: str, nemesis: str = "none", **eos: Any) -> Any:
+def _eos_run(
+    cluster: Any, store: Path, name: str, nemesis: str = "none", time_limit: float = 20, **eos: Any
+) -> Any:
     from harness.run.nemesis import ScheduledNemesis
     from harness.run.runner import RunOptions, execute
     from workloads.eos_config import EosOptions
@@ -176,7 +178,7 @@ def _eos_run(cluster: Any, store: Path, name: str, nemesis: str = "none", **eos:
     )
     run = RunOptions(
         workload_options=options,
-        time_limit=20,
+        time_limit=time_limit,
         seed=3,
         nemesis=nemesis,
         nemesis_interval=5,
@@ -192,7 +194,7 @@ def test_java_processors_are_exactly_once_and_record_the_python_history(
 ) -> None:
     from harness.run.verdict import judge
 
-    result = _eos_run(kafka_cluster, harness_store, "java")
+    result = _eos_run(kafka_cluster, harness_store, "java", time_limit=10)
     verdict = judge(result.run_dir)
     assert verdict["valid"] is True, verdict
     assert result.summary["duplicates"] == result.summary["missing"] == 0, result.summary
