@@ -63,6 +63,25 @@ def test_sources_compile_against_the_installed_kafka_jars(version: str, tmp_path
     assert time.monotonic() - t0 < max(1.0, built / 5)
 
 
+@pytest.mark.parametrize("end", ["oldest", "newest"])
+def test_the_clients_build_against_the_oldest_and_the_newest_supported_release(
+    end: str, tmp_path: Path
+) -> None:
+    """Every release the harness accepts must be able to run ``--client java``: the two ends
+    of the supported range, read from Maven Central today (installed if needed), so a new
+    release that breaks the build fails here before a matrix meets it."""
+    from harness.kafka.versions import released_versions
+
+    versions = released_versions()  # newest first, supported and complete only
+    version = versions[-1] if end == "oldest" else versions[0]
+    ensure_installed(version)
+    classes = javaclients.ensure_built(_scratch_install(version, tmp_path))
+    for name in ("EosProcessor", "QueueClient"):
+        assert (classes / "kafkaharness" / f"{name}.class").exists(), name
+    marker = json.loads((classes.parent / javaclients.MARKER).read_text())
+    assert marker["kafka_version"] == version
+
+
 @pytest.mark.slow
 def test_concurrent_builders_agree_and_leave_one_build(tmp_path: Path) -> None:
     install = _scratch_install(DEFAULT_KAFKA_VERSION, tmp_path)
