@@ -260,6 +260,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_campaign_arguments(p)
     p.set_defaults(func=campaign_command)
 
+    from harness.clientcheck import add_arguments as add_client_check_arguments
+    from harness.clientcheck import client_check_command
+
+    p = sub.add_parser(
+        "client-check", help="short real runs of a client, its histories held to the contract"
+    )
+    add_client_check_arguments(p)
+    p.set_defaults(func=client_check_command)
+
     p = sub.add_parser("run", help="run one test on a fresh cluster and store its history")
     from harness.run.runner import add_run_arguments
 

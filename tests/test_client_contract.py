@@ -64,3 +64,12 @@ def test_the_signals_are_the_ones_both_processors_handle() -> None:
     assert handled_py == {"SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"}
     handled_java = {f"SIG{s}" for s in re.findall(r'Signals\.on\("([A-Z0-9]+)"', JAVA)}
     assert handled_java == {"SIGTERM", "SIGINT", "SIGUSR1"}  # never SIGUSR2: the JVM's own
+
+
+def test_the_checker_s_rules_and_statuses_are_the_page_s() -> None:
+    from checkers.contract import EXIT_CODES, RULES
+
+    rules = [c.strip("`") for c in _first_cells(_section("Checking a client against the contract"))]
+    assert rules == list(RULES)
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", _section("Exit status"), re.M)}
+    assert set(EXIT_CODES) == documented

@@ -66,6 +66,24 @@ EXIT_ORPHANED = 7
 EXIT_HOOK = 70
 
 
+
+def flush_once(producer: Any, timeout: float) -> int:
+    """``producer.flush(timeout)``, with a fatal error always raised as a KafkaException.
+
+    When confluent-kafka raises a fatal transactional error (a fenced producer) while it
+    dispatches delivery reports, the next report's callback runs with that exception set and
+    CPython reports a ``SystemError`` caused by it. Left alone, that ends the process with
+    status 1 and no exit op, which the client contract does not allow; it is the fence it
+    wraps, and is handled as one."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return int(producer.flush(timeout))
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
+
 class _NoRecorder:
     """Records nothing: only for measuring what history recording costs (bench/)."""
 
@@ -441,7 +459,7 @@ class Processor:
     def _flush(self) -> None:
         """Wait for every delivery report (output offsets), within the call bound."""
         deadline = time.monotonic() + self.cfg.call_timeout_s
-        while self.producer.flush(max(0.1, deadline - time.monotonic())) > 0:
+        while flush_once(self.producer, max(0.1, deadline - time.monotonic())) > 0:
             if time.monotonic() >= deadline:
                 raise ClientError(
                     {

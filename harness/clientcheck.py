@@ -1,0 +1,142 @@
+"""``python -m harness client-check CLIENT``: does a client's eos processor keep the contract?
+
+Why: a verdict about a client is only as good as what its processors recorded. Before a
+client's runs are trusted (or it enters the matrix), short real runs put it through the
+situations the contract speaks of (a clean stop, a SIGKILL, a zombie, a moment armed
+through the arm file) and :mod:`checkers.contract` reads every history it wrote. Each breach
+is one line naming the file, the op and the rule. The runs' verdicts are printed but do not
+decide: conformance is about what the client records, not about whether Kafka and the client
+kept exactly-once (a campaign says that).
+
+Exit status: 0 every case kept the contract, 1 a breach (or a case whose run could not be
+recorded), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from checkers.contract import Breach, check_run
+from common.errors import HarnessError
+from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+
+#: The cases, in order: name -> the fault kinds of its run.
+CASES = {
+    "no-fault": "none",
+    "sigkill": "kill-processor",
+    "zombie": "zombie",
+    "armed": "crash-clients",
+}
+#: What must be in a case's history for the case to have happened (a run too short for its
+#: fault proves nothing about how the client records it).
+NEEDS = {
+    "sigkill": "a processor SIGKILLed",
+    "zombie": "a processor made a zombie",
+    "armed": "a transaction aborted at a moment armed through the arm file",
+}
+#: The clients whose processors implement the contract (Kafka's copier does not: it is
+#: Kafka's own tool, wrapped).
+CONTRACT_CLIENTS = ("python", "java")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("client", metavar="CLIENT", help=f"one of: {', '.join(CONTRACT_CLIENTS)}")
+    p.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        metavar="NAMES",
+        help=f"which cases, comma-separated (default all: {', '.join(CASES)})",
+    )
+    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION, metavar="V")
+    p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="per case")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--store", default="store", metavar="DIR")
+
+
+def _cases(spec: str) -> list[str]:
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CASES]
+    if unknown or not names:
+        raise HarnessError(
+            f"--cases: unknown case {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(CASES)}"
+        )
+    return names
+
+
+def run_case(args: argparse.Namespace, case: str, root: Path) -> tuple[list[Breach], str]:
+    """One case's run, recorded by ``python -m harness run``; its breaches and a summary."""
+    store = root / case
+    store.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "harness", "run", "--workload", "eos",
+        "--client", args.client, "--nemesis", CASES[case],
+        "--time-limit", str(args.time_limit), "--seed", str(args.seed),
+        "--kafka-version", args.kafka_version, "--session-timeout-ms", "6000",
+        "--nemesis-interval", "3", "--nemesis-duration", "4", "--store", str(store),
+    ]  # fmt: skip
+    with open(store / "run.log", "w") as log:
+        rc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    link = store / "latest"
+    if rc not in (0, 1) or not link.exists():
+        return [Breach(str(store / "run.log"), "run", f"the run exited {rc} without a verdict")], ""
+    run_dir = link.resolve()
+    breaches = check_run(run_dir)
+    if case in NEEDS and not happened(case, run_dir / "history.jsonl"):
+        breaches.append(Breach(str(run_dir), "case", f"did not happen: no {NEEDS[case]}"))
+    results = json.loads((run_dir / "results.json").read_text())
+    anomalies = ", ".join(f"{k} x{v}" for k, v in sorted((results.get("anomalies") or {}).items()))
+    processors = len([p for p in (run_dir / "processes").glob("*.jsonl") if p.stem.isdigit()])
+    verdict = "valid" if results.get("valid") is True else f"invalid ({anomalies})"
+    return breaches, f"{processors} processor histories, verdict {verdict}; {run_dir}"
+
+
+def _shows(case: str, op: dict[str, Any]) -> bool:
+    value = op.get("value") if isinstance(op.get("value"), dict) else {}
+    by_nemesis = str(op.get("process")).startswith("nemesis")
+    if case == "sigkill":
+        return op["f"] == "processor-exit" and value.get("returncode") == -9
+    if case == "zombie":
+        return by_nemesis and op["f"] == "start" and value.get("kind") == "zombie"
+    hits = (value.get("hit") or []) if by_nemesis and op["f"] == "stop" else []
+    return case == "armed" and any(h.get("action") == "abort" for h in hits)
+
+
+def happened(case: str, history: Path) -> bool:
+    """Does the run's merged history show the case's situation?"""
+    with open(history, encoding="utf-8", errors="replace") as fh:
+        next(fh, None)
+        return any(op.get("type") == "ok" and _shows(case, op) for op in map(json.loads, fh))
+
+
+def client_check_command(args: argparse.Namespace) -> int:
+    if args.client not in CONTRACT_CLIENTS:
+        raise HarnessError(
+            f"client {args.client!r} has no processor of the contract; "
+            f"known: {', '.join(CONTRACT_CLIENTS)}"
+        )
+    cases = _cases(args.cases)
+    if args.time_limit <= 0:
+        raise HarnessError("--time-limit must be positive")
+    root = Path(args.store) / "client-check" / args.client / time.strftime("%Y%m%dT%H%M%S")
+    failed = 0
+    for case in cases:
+        breaches, summary = run_case(args, case, root / "cases")
+        if breaches:
+            failed += 1
+            print(f"{case}: BREACH ({len(breaches)})", flush=True)
+            for b in breaches[:20]:
+                print(f"  {b}", flush=True)
+        else:
+            print(f"{case}: kept the contract: {summary}", flush=True)
+    print(
+        f"client-check {args.client}: {len(cases) - failed} of {len(cases)} cases kept the "
+        f"contract; {root}"
+    )
+    return 1 if failed else 0
