@@ -66,7 +66,6 @@ EXIT_ORPHANED = 7
 EXIT_HOOK = 70
 
 
-
 def flush_once(producer: Any, timeout: float) -> int:
     """``producer.flush(timeout)``, with a fatal error always raised as a KafkaException.
 
@@ -83,6 +82,7 @@ def flush_once(producer: Any, timeout: float) -> int:
         if isinstance(exc.__cause__, KafkaException):
             raise exc.__cause__ from None
         raise
+
 
 class _NoRecorder:
     """Records nothing: only for measuring what history recording costs (bench/)."""
