@@ -85,6 +85,16 @@ def build_dir(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
     return install.libs_dir.parent / "java-clients" / digest(sources(source_dir), source_dir)
 
 
+class BuildError(HarnessError):
+    """The Java clients do not compile against a Kafka version; ``first_error`` is javac's."""
+
+    def __init__(self, version: object, first_error: str) -> None:
+        super().__init__(
+            f"compiling the Java clients against Kafka {version} failed: {first_error}"
+        )
+        self.first_error = first_error
+
+
 def _first_error(output: str) -> str:
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     for ln in lines:
@@ -127,10 +137,7 @@ def ensure_built(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
             check=False,
         )
         if proc.returncode != 0:
-            raise HarnessError(
-                f"compiling the Java clients against Kafka {install.version} failed: "
-                f"{_first_error(proc.stderr + proc.stdout)}"
-            )
+            raise BuildError(install.version, _first_error(proc.stderr + proc.stdout))
         (work / MARKER).write_text(
             json.dumps(
                 {

@@ -147,17 +147,6 @@ def new_matrix_dir(store: Path) -> Path:
     return new_unique_dir(matrix_root(store).resolve(), stamp, "matrix directory")
 
 
-def _install(version: str) -> str | None:
-    """Install a version once before its cells; the error text when that fails."""
-    from harness.kafka.install import ensure_installed
-
-    try:
-        ensure_installed(version)
-    except HarnessError as exc:
-        return str(exc)
-    return None
-
-
 def _install_error_record(cell: Cell, error: str) -> dict[str, Any]:
     return {
         **base_record(cell),
@@ -171,17 +160,23 @@ def _install_error_record(cell: Cell, error: str) -> dict[str, Any]:
 BUILT_CLIENTS = frozenset({"java"})
 
 
-def _build(version: str) -> str | None:
-    """Build the project's Java clients for an installed version once, before its cells;
-    javac's first error when they do not compile."""
+def _prepare(version: str, java: bool) -> tuple[str | None, str | None]:
+    """Install a version once before its cells and, when a cell needs them, build the
+    project's Java clients on that installation: (install error, javac's first error)."""
     from harness.kafka.install import ensure_installed
-    from harness.kafka.javaclients import ensure_built
+    from harness.kafka.javaclients import BuildError, ensure_built
 
     try:
-        ensure_built(ensure_installed(version))
+        install = ensure_installed(version)
     except HarnessError as exc:
-        return str(exc).split(" failed: ", 1)[-1]
-    return None
+        return str(exc), None
+    if not java:
+        return None, None
+    try:
+        ensure_built(install)
+    except BuildError as exc:
+        return None, exc.first_error
+    return None, None
 
 
 def not_built_record(cell: Cell, error: str) -> dict[str, Any]:
@@ -236,8 +231,9 @@ def matrix_command(args: argparse.Namespace) -> int:
     # cells done so far are written out.
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"matrix: {len(cells)} cells ({', '.join(versions)}) -> {out_dir}", flush=True)
-    install_errors: dict[str, str | None] = {}
-    build_errors: dict[str, str | None] = {}
+    # Per version, before its first cell: (install error, Java build error).
+    prepared: dict[str, tuple[str | None, str | None]] = {}
+    java = {c.version for c in cells if c.scenario.client in BUILT_CLIENTS}
     # One Spark session judges every cell (see run_cell), started once for the matrix. Not a
     # background warm-up: cancelling one that is still at work when the first cell is judged
     # once left a Spark job waiting forever.
@@ -250,14 +246,10 @@ def matrix_command(args: argparse.Namespace) -> int:
         print(f"matrix: Spark did not start: {sparkmod.spark_error(exc)}", flush=True)
     try:
         for i, cell in enumerate(cells, 1):
-            if cell.version not in install_errors:
-                install_errors[cell.version] = _install(cell.version)
-            error = install_errors[cell.version]
-            if error is None and cell.scenario.client in BUILT_CLIENTS:
-                if cell.version not in build_errors:
-                    build_errors[cell.version] = _build(cell.version)
-                built = build_errors[cell.version]
-            else:
+            if cell.version not in prepared:
+                prepared[cell.version] = _prepare(cell.version, cell.version in java)
+            error, built = prepared[cell.version]
+            if cell.scenario.client not in BUILT_CLIENTS:
                 built = None
             if error is not None:
                 record = _install_error_record(cell, error)
