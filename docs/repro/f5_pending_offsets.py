@@ -35,6 +35,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+#: Group-coordinator errors a member sees while the coordinator moves; it retries them.
+TRANSIENT = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
 
 def poll_until(members: dict[str, Consumer], seconds: float, done: Any) -> dict[Any, Any]:
     """Poll every member; per (member, partition) the first offset it read (or the error it
@@ -46,9 +53,13 @@ def poll_until(members: dict[str, Consumer], seconds: float, done: Any) -> dict[
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    seen.setdefault((name, msg.partition()), f"error: {msg.error().str()}")
+            err = msg.error()
+            if err is not None:
+                # A coordinator moving or loading is passing weather, not where a partition
+                # started: only a lasting error (such as the offset reset) counts as a start.
+                transient = err.retriable() or err.code() in TRANSIENT
+                if err.code() != KafkaError._PARTITION_EOF and not transient:
+                    seen.setdefault((name, msg.partition()), f"error: {err.str()}")
                 continue
             seen.setdefault((name, msg.partition()), int(msg.offset()))
     return seen
