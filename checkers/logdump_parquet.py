@@ -174,7 +174,9 @@ def convert(source: Path, out: Path, *, torn_expected: bool) -> int | None:
     if size - body < INLINE_BYTES or workers < 2:
         done = [_convert_chunk(c) for c in chunks]
     else:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
+        with ctx.Pool(workers) as pool:
             done = pool.map(_convert_chunk, chunks, chunksize=1)
     torn = any(d.torn for d in done)
     if not all(d.ok for d in done) or torn != torn_expected:

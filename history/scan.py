@@ -284,7 +284,8 @@ def scan_history(
     if size - body < INLINE_BYTES or n_workers < 2:
         results = [_scan_chunk(c) for c in chunks]
     else:
-        ctx = multiprocessing.get_context("fork")
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
         with ctx.Pool(n_workers) as pool:
             results = pool.map(_scan_chunk, chunks, chunksize=1)
     if _stitch(results):
