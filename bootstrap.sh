@@ -8,7 +8,8 @@
 # Installs: iptables (Debian package, for partitions inside node namespaces), chromium and
 # chromium-driver (Debian packages, for the report tests), a Python
 # virtualenv in .venv with the project and its test extras, Apache Kafka's jars (Maven, from
-# Maven Central) and toxiproxy's server (Go module) into ~/.cache/kafka-harness. As root on
+# Maven Central), toxiproxy's server (Go module) and the
+# franz-go client (Go modules, workloads/go/franzgo) into ~/.cache/kafka-harness. As root on
 # Debian/Ubuntu with no Docker engine answering, also Debian's docker.io and debootstrap (the
 # Docker backend builds its images from Debian packages, no registry needed) and starts dockerd.
 set -euo pipefail
@@ -25,7 +26,7 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found: $2" >&2
 need python3 "install Python 3.11+"
 need java "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless)"
 need mvn "install Apache Maven (e.g. apt-get install maven)"
-command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || { echo "error: go not found: install Go 1.21+" >&2; exit 2; }
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || { echo "error: go not found: install Go 1.26+ (toxiproxy and the franz-go client are built from their Go modules)" >&2; exit 2; }
 
 if [ "$(id -u)" = 0 ] && ! command -v iptables >/dev/null 2>&1; then
   echo "== installing iptables (Debian package)"

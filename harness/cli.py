@@ -25,14 +25,21 @@ log = logging.getLogger("harness.cli")
 def _cmd_install(args: argparse.Namespace) -> int:
     from harness.kafka.install import ensure_installed
     from harness.kafka.javaclients import ensure_built
+    from workloads import client_registry
 
     t0 = time.monotonic()
     inst = ensure_installed(args.kafka_version)
     classes = ensure_built(inst)  # the install's own attempt only warns; here it is an error
+    # Every registered client with a build of its own (franz-go: a Go build of pinned modules).
+    built = [
+        f"{m.name}: {client_registry.ensure_built(m)}"
+        for m in client_registry.manifests().values()
+        if not m.builtin
+    ]
     print(
         f"Kafka {inst.version}: {inst.libs_dir} ({len(list(inst.libs_dir.glob('*.jar')))} jars); "
         f"toxiproxy: {inst.toxiproxy_bin}; Java clients: {classes.parent}; "
-        f"{time.monotonic() - t0:.1f}s"
+        f"{'; '.join(built)}; {time.monotonic() - t0:.1f}s"
     )
     return 0
 

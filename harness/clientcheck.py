@@ -25,6 +25,7 @@ from typing import Any
 from checkers.contract import Breach, check_run
 from common.errors import HarnessError
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+from workloads import client_registry
 
 #: The cases, in order: name -> the fault kinds of its run.
 CASES = {
@@ -40,9 +41,9 @@ NEEDS = {
     "zombie": "a processor made a zombie",
     "armed": "a transaction aborted at a moment armed through the arm file",
 }
-#: The clients whose processors implement the contract (Kafka's copier does not: it is
-#: Kafka's own tool, wrapped).
-CONTRACT_CLIENTS = ("python", "java")
+#: The clients whose manifests say their processors implement the contract (Kafka's copier
+#: does not: it is Kafka's own tool, wrapped).
+CONTRACT_CLIENTS = client_registry.contract_clients()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

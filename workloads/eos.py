@@ -28,7 +28,7 @@ from common.errors import HarnessError
 from common.procfs import catches_signal, process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
-from workloads import eos_final
+from workloads import client_registry, eos_final
 from workloads.clients import CLIENT_KNOBS, group_broker_settings, group_protocol_needs
 from workloads.eos_config import (
     CLIENTS,
@@ -85,6 +85,11 @@ class EosWorkload(Supervisor):
         #: The Java processor's command line (``--client java``), resolved before the first
         #: spawn: building the Java clients may fail, and must not fail half-way into a spawn.
         self._java_command: list[str] | None = None
+        #: What the client's manifest says it is and can do (``workloads/manifests``).
+        self.manifest = client_registry.get(options.client)
+        #: A built client's command line (its manifest's ``start.eos``), built before the
+        #: first spawn for the same reason.
+        self._client_command: list[str] | None = None
 
     def __enter__(self) -> EosWorkload:
         return self
@@ -168,6 +173,9 @@ class EosWorkload(Supervisor):
                     assert self._java_command is not None
                     argv = [*self._java_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
+                if self._client_command is not None:
+                    argv = [*self._client_command, "--config", cfg.to_json()]
+                    return spawn_command(argv, env, logf, gid)
                 return spawn_module(
                     "workloads.eos_processor",
                     ["--config", cfg.to_json()],
@@ -211,6 +219,8 @@ class EosWorkload(Supervisor):
             raise HarnessError("processors already started")
         if self.options.client == "java":
             self._java_command = self.cluster.java_client_command(EOS_PROCESSOR, JVM_OPTS)
+        elif not self.manifest.builtin:
+            self._client_command = client_registry.command(self.manifest, "eos")
         self._start_children(self.options.processors, "eos-supervisor")
 
     def wait_stable(self, timeout: float = 60.0) -> None:
@@ -245,13 +255,14 @@ class EosWorkload(Supervisor):
         """Arm a protocol moment in a live processor: it kills or stops itself there.
 
         The moment goes in a file beside the instance's history and SIGUSR2 tells a Python
-        processor to read it; an empty ``at`` disarms. A Java processor gets no signal: HotSpot
+        processor to read it (any client whose manifest arms by ``signal``); an empty ``at``
+        disarms. A Java processor gets no signal: HotSpot
         uses SIGUSR2 itself (a stray one crashes the JVM), so it looks at the file at each hook
         point instead. A stale fired file is removed first, so :meth:`fired_hook` reports only
         this arming.
         """
         pid = self.processor_pids().get(instance)
-        signals = self.options.client == "python"
+        signals = self.manifest.abilities.arm == "signal"
         if pid is None or (signals and not catches_signal(pid, signal.SIGUSR2)):
             raise HarnessError(f"processor instance {instance} cannot be armed yet")
         history = str(self.processes_dir / f"{instance}.jsonl")
@@ -408,7 +419,8 @@ SPEC = WorkloadSpec(
             "--client",
             "client",
             "python: confluent-kafka processors; java: the same processors on the Java client; "
-            "copier: Kafka's TransactionalMessageCopier (queue: python or java)",
+            "copier: Kafka's TransactionalMessageCopier; franz-go: Go processors on franz-go "
+            "(workloads/manifests lists every client)",
             choices=CLIENTS,
         ),
         Option("--processors", "processors", "processor instances kept alive", int, metavar="K"),

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from common.errors import HarnessError
 from history.moments import HOOK_POINTS
-from workloads import jsonconfig
+from workloads import client_registry, jsonconfig
 from workloads.clients import (
     client_python_problem,
     client_settings_problem,
@@ -31,10 +31,11 @@ TXN_ID_STRATEGIES = ("unique", "static")
 HOOK_ACTIONS = ("kill", "stop", "exit")
 #: Producer settings of a processor, before the user's ``--client-config``.
 PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})
-#: ``python``: confluent-kafka processors (``workloads.eos_processor``); ``java``: their Java
-#: twin on the Java client (``workloads/java``, same history); ``copier``: Kafka's own
-#: TransactionalMessageCopier (``workloads.eos_copier``, no history op by op).
-CLIENTS = ("python", "java", "copier")
+#: The registered clients that run eos (``workloads/manifests``): ``python``: confluent-kafka
+#: processors (``workloads.eos_processor``); ``java``: their Java twin on the Java client
+#: (``workloads/java``, same history); ``copier``: Kafka's own TransactionalMessageCopier
+#: (``workloads.eos_copier``, no history op by op); then every built client (``franz-go``).
+CLIENTS = client_registry.names("eos")
 
 
 def arm_path(history_path: str) -> Path:
@@ -213,6 +214,9 @@ class EosOptions:
             raise HarnessError(f"--client must be one of {', '.join(CLIENTS)}")
         if self.client == "copier":
             self._copier_refusals()
+        manifest = client_registry.get(self.client)
+        if not manifest.builtin:
+            self._ability_refusals(manifest)
         problem = client_python_problem(self.client_python, self.client)
         if problem is not None:
             raise HarnessError(problem)
@@ -244,6 +248,24 @@ class EosOptions:
             )
             if problem is not None:
                 raise HarnessError(problem)
+
+    def _ability_refusals(self, m: client_registry.Manifest) -> None:
+        """What a built client's manifest says it cannot do, refused before the run starts
+        (its processors would refuse it too, one exit status 2 after another)."""
+        ab = m.abilities
+        if self.variant not in ab.variants:
+            raise HarnessError(
+                f"--variant {self.variant}: client {m.name} runs only {', '.join(ab.variants)}"
+            )
+        if self.group_protocol not in ab.group_protocols:
+            raise HarnessError(
+                f"--group-protocol {self.group_protocol}: client {m.name} runs only "
+                f"{', '.join(ab.group_protocols)}"
+            )
+        if self.hooks and not ab.hooks:
+            raise HarnessError(f"client {m.name} has no hook points")
+        if self.abort_probability and not ab.aborts:
+            raise HarnessError(f"--abort-probability: client {m.name} makes no deliberate aborts")
 
     def _copier_refusals(self) -> None:
         """What Kafka's TransactionalMessageCopier cannot do: it has fixed command-line

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cache import cache_root
 from common.errors import HarnessError
 from harness.kafka import javaclients
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion, check_version
@@ -44,12 +45,6 @@ _LOGGING_4X_SLF4J2 = [
     ("org.apache.logging.log4j", "log4j-core", _LOG4J2),
     ("org.apache.logging.log4j", "log4j-slf4j2-impl", _LOG4J2),
 ]
-
-
-def cache_root() -> Path:
-    """Where installations live; override with KAFKA_HARNESS_CACHE."""
-    env = os.environ.get("KAFKA_HARNESS_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "kafka-harness"
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,10 @@ def drive(d: Drive) -> Outcome:
             eos.output_topic,
             eos.session_timeout_ms / 1000,
             eos.transaction_timeout_ms / 1000,
-            # Kafka's copier has no protocol hooks, and SIGUSR1 (the zombie's "stop at your
-            # next offset commit") would kill its JVM, which has no handler for it.
-            pause_at_commit=eos.client != "copier",
-            hooks=eos.client != "copier",
+            # What the client's manifest says: Kafka's copier has no protocol hooks, and
+            # SIGUSR1 (the zombie's "stop at your next offset commit") would kill its JVM.
+            pause_at_commit=workload.manifest.abilities.zombie,
+            hooks=workload.manifest.abilities.hooks,
         )
         try:
             workload.setup()

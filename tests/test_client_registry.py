@@ -1,0 +1,114 @@
+"""The client registry (workloads/manifests): manifests read and checked, abilities that refuse
+what a client cannot do before a run starts, and a built client (franz-go) really built, and
+refusing a bad configuration the way the contract says."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common.errors import HarnessError
+from workloads import client_registry as reg
+from workloads.eos_config import CLIENTS, EosOptions
+
+
+def test_every_manifest_reads_and_the_clients_are_the_registry_s() -> None:
+    known = reg.manifests()
+    assert {"python", "java", "copier", "franz-go"} <= set(known)
+    assert CLIENTS[0] == "python" and set(CLIENTS) == set(reg.names("eos"))
+    assert set(reg.names("queue")) == {"python", "java"}
+    assert "copier" not in reg.contract_clients() and "franz-go" in reg.contract_clients()
+    fg = known["franz-go"]
+    assert not fg.builtin and fg.build_kind == "go" and fg.start["eos"] == ("{binary}",)
+    assert fg.abilities.variants == ("eos",) and fg.abilities.arm == "signal"
+    assert known["java"].abilities.arm == "file" and not known["copier"].abilities.hooks
+
+
+@pytest.mark.parametrize(
+    ("edit", "expect"),
+    [
+        (lambda t: t + "\nfavourite = 1\n", "unknown key 'favourite'"),
+        (lambda t: t.replace('name = "franz-go"', 'name = "other"'), "is not the file's name"),
+        (lambda t: t.replace('kind = "go"', 'kind = "cargo"'), "build.kind must be one of"),
+        (lambda t: t.replace('arm = "signal"', 'arm = "telepathy"'), "abilities.arm must be"),
+        (lambda t: t.replace('eos = ["{binary}"]', ""), "no start.eos"),
+        (lambda t: t.replace('library = "github.com/twmb/franz-go"\n', ""), "missing key"),
+        (lambda t: t + "[[[", "bad client manifest"),
+    ],
+)
+def test_a_bad_manifest_is_one_line(tmp_path: Path, edit, expect: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "franz-go.toml"
+    path.write_text(edit((reg.MANIFEST_DIR / "franz-go.toml").read_text()))
+    with pytest.raises(HarnessError, match="bad client manifest") as e:
+        reg.parse(path)
+    assert expect in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_unknown_client_names_the_registered_ones() -> None:
+    with pytest.raises(HarnessError, match="unknown client 'kafkajs'; registered: copier, "):
+        reg.get("kafkajs")
+
+
+@pytest.mark.parametrize(
+    ("options", "expect"),
+    [
+        ({"variant": "at-least-once"}, "--variant at-least-once: client franz-go runs only eos"),
+        ({"group_protocol": "consumer"}, "--group-protocol consumer: client franz-go runs only"),
+    ],
+)
+def test_abilities_refuse_what_the_client_cannot_do(options: dict, expect: str) -> None:
+    with pytest.raises(HarnessError) as e:
+        EosOptions(client="franz-go", **options).validate()
+    assert str(e.value) == expect or str(e.value).startswith(expect)
+
+
+def test_franz_go_is_built_once_and_refuses_a_bad_config_with_status_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path / "cache"))
+    m = reg.get("franz-go")
+    binary = reg.ensure_built(m)
+    assert binary == reg.build_path(m) and binary.stat().st_mode & 0o111
+    assert reg.ensure_built(m) == binary  # the same content is never built twice
+    assert reg.command(m, "eos") == [str(binary)]
+    good = {
+        "instance": 1, "slot": 0, "bootstrap": "127.0.0.1:1", "input_topic": "i",
+        "output_topic": "o", "output_partitions": 1, "group_id": "g",
+        "history_path": str(tmp_path / "1.jsonl"),
+    }  # fmt: skip
+    for bad, says in [
+        ({**good, "colour": "blue"}, 'unknown field "colour"'),
+        ({**good, "variant": "no-rewind"}, "implements only eos"),
+        ({**good, "client_config": {"acks": "1"}}, 'client_config "acks"'),
+        ({k: v for k, v in good.items() if k != "group_id"}, "are required"),
+    ]:
+        done = subprocess.run(
+            [str(binary), "--config", json.dumps(bad)], capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 2, done.stderr
+        assert says in done.stderr and done.stderr.count("\n") == 1
+    assert not (tmp_path / "1.jsonl").exists()  # a refused config records nothing
+
+
+def test_a_client_that_does_not_compile_is_one_line_with_the_compiler_s_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path / "cache"))
+    m = reg.get("franz-go")
+    assert m.build_dir is not None
+    src = tmp_path / "src"
+    shutil.copytree(m.build_dir, src)
+    main = src / "main.go"
+    main.write_text(main.read_text().replace("p.seq++", "p.seq += undefinedThing"))
+    broken = dataclasses.replace(m, build_dir=src)
+    with pytest.raises(HarnessError) as e:
+        reg.ensure_built(broken)
+    msg = str(e.value)
+    assert msg.startswith("building client franz-go failed: ") and "undefinedThing" in msg
+    assert "main.go:" in msg and "\n" not in msg
+    assert not reg.build_path(broken).exists()

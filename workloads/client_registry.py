@@ -1,0 +1,258 @@
+"""The registry of clients: one manifest per client in ``workloads/manifests/<name>.toml``.
+
+Why a registry: a client joins the project by saying, in one file, what it is (language,
+library and where its version is pinned), how it is built at install, how its processor is
+started and what of the contract (docs/client-contract.md) it implements. The eos workload
+starts any manifest's processor the same way (``<start.eos...> --config JSON``) and asks the
+abilities, never the name, what a client can do: whether a nemesis arms it by signal or only
+by the file, whether it has hook points and the zombie signal, which variants and group
+protocols it runs. ``python``, ``java`` and ``copier`` are ``builtin`` builds (the harness has
+them at hand: this interpreter, the per-version Java build, Kafka's own tool); every other
+client is built here from its sources into the cache, once per source content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.cache import cache_root
+from common.errors import HarnessError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+MANIFEST_DIR = Path(__file__).resolve().parent / "manifests"
+BUILD_KINDS = ("builtin", "go")
+ARM_WAYS = ("signal", "file", "none")
+_TOP = {"name", "summary", "language", "library", "registry", "workloads", "contract", "build",
+        "start", "abilities"}  # fmt: skip
+_ABILITIES = {"variants", "group_protocols", "arm", "hooks", "zombie", "aborts", "client_config"}
+_BUILD = {"kind", "dir", "binary"}
+#: What a Go build may take at most: the first build downloads the pinned modules.
+GO_BUILD_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What of the contract a client implements (docs/client-contract.md, "Abilities")."""
+
+    variants: tuple[str, ...]
+    group_protocols: tuple[str, ...]
+    #: How a nemesis arms a moment: ``signal`` (the file, then SIGUSR2), ``file`` (only the
+    #: file; the processor looks at it at each hook point), ``none`` (no moments).
+    arm: str
+    hooks: bool
+    zombie: bool
+    aborts: bool
+    client_config: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    summary: str
+    language: str
+    library: str
+    registry: str
+    workloads: tuple[str, ...]
+    #: Whether its processor is held to the contract (``python -m harness client-check``).
+    contract: bool
+    build_kind: str
+    build_dir: Path | None
+    binary: str | None
+    #: The processor's argv per workload, before ``--config JSON``; ``{binary}`` is the build.
+    start: dict[str, tuple[str, ...]]
+    abilities: Abilities
+    path: Path
+
+    @property
+    def builtin(self) -> bool:
+        return self.build_kind == "builtin"
+
+
+def _bad(path: Path, why: str) -> HarnessError:
+    return HarnessError(f"{path}: bad client manifest: {why}")
+
+
+def _strings(path: Path, raw: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise _bad(path, f"{key} must be a list of strings")
+    return tuple(raw)
+
+
+def parse(path: Path) -> Manifest:
+    """One manifest file, checked: unknown keys and missing ones are one-line errors."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise _bad(path, str(e)) from None
+    for table, known in (
+        (raw, _TOP),
+        (raw.get("abilities", {}), _ABILITIES),
+        (raw.get("build", {}), _BUILD),
+    ):
+        extra = set(table) - known
+        if extra:
+            raise _bad(path, f"unknown key {sorted(extra)[0]!r}")
+    try:
+        ab = raw["abilities"]
+        build = raw["build"]
+        abilities = Abilities(
+            variants=_strings(path, ab["variants"], "abilities.variants"),
+            group_protocols=_strings(path, ab["group_protocols"], "abilities.group_protocols"),
+            arm=str(ab["arm"]),
+            hooks=bool(ab["hooks"]),
+            zombie=bool(ab["zombie"]),
+            aborts=bool(ab["aborts"]),
+            client_config=str(ab["client_config"]),
+        )
+        kind = str(build["kind"])
+        start = {w: _strings(path, argv, f"start.{w}") for w, argv in raw.get("start", {}).items()}
+        m = Manifest(
+            name=str(raw["name"]),
+            summary=str(raw["summary"]),
+            language=str(raw["language"]),
+            library=str(raw["library"]),
+            registry=str(raw["registry"]),
+            workloads=_strings(path, raw["workloads"], "workloads"),
+            contract=bool(raw["contract"]),
+            build_kind=kind,
+            build_dir=PROJECT_ROOT / build["dir"] if "dir" in build else None,
+            binary=build.get("binary"),
+            start=start,
+            abilities=abilities,
+            path=path,
+        )
+    except KeyError as e:
+        raise _bad(path, f"missing key {e.args[0]!r}") from None
+    if m.name != path.stem:
+        raise _bad(path, f"name {m.name!r} is not the file's name")
+    if kind not in BUILD_KINDS:
+        raise _bad(path, f"build.kind must be one of {', '.join(BUILD_KINDS)}")
+    if abilities.arm not in ARM_WAYS:
+        raise _bad(path, f"abilities.arm must be one of {', '.join(ARM_WAYS)}")
+    if not m.builtin:
+        if m.build_dir is None or not m.binary:
+            raise _bad(path, "a built client needs build.dir and build.binary")
+        missing = [w for w in m.workloads if w not in m.start]
+        if missing:
+            raise _bad(path, f"no start.{missing[0]} for a workload it lists")
+    return m
+
+
+def manifests() -> dict[str, Manifest]:
+    """Every registered client, by name."""
+    return {m.name: m for m in map(parse, sorted(MANIFEST_DIR.glob("*.toml")))}
+
+
+def names(workload: str) -> tuple[str, ...]:
+    """The clients that run ``workload``, builtins first (python is every workload's default)."""
+    found = [m for m in manifests().values() if workload in m.workloads]
+    found.sort(key=lambda m: (not m.builtin, m.name != "python", m.name == "copier", m.name))
+    return tuple(m.name for m in found)
+
+
+def get(name: str) -> Manifest:
+    known = manifests()
+    if name not in known:
+        raise HarnessError(f"unknown client {name!r}; registered: {', '.join(sorted(known))}")
+    return known[name]
+
+
+def contract_clients() -> tuple[str, ...]:
+    return tuple(n for n, m in sorted(manifests().items()) if m.contract)
+
+
+# --- building ------------------------------------------------------------------------------------
+
+
+def _sources(m: Manifest) -> list[Path]:
+    assert m.build_dir is not None
+    if m.build_kind == "go":
+        return sorted([*m.build_dir.glob("*.go"), m.build_dir / "go.mod", m.build_dir / "go.sum"])
+    return []
+
+
+def digest(m: Manifest) -> str:
+    """A short hash of the client's sources (names and contents)."""
+    h = hashlib.sha256()
+    for p in _sources(m):
+        assert m.build_dir is not None
+        h.update(str(p.relative_to(m.build_dir)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build_path(m: Manifest) -> Path:
+    """Where the build of the current sources lives (built or not)."""
+    assert m.binary is not None
+    return cache_root() / "clients" / m.name / digest(m) / m.binary
+
+
+def _first_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    for ln in lines:
+        if ": " in ln and (".go:" in ln or "error" in ln.lower()):
+            return ln
+    return lines[0] if lines else "the build failed without output"
+
+
+def ensure_built(m: Manifest) -> Path:
+    """The client's executable, built from its sources if this content was never built.
+
+    Safe from several processes at once: each builds in a temporary sibling directory and one
+    ``rename`` publishes it; the loser of a race keeps the winner's build.
+    """
+    if m.builtin:
+        raise HarnessError(f"client {m.name!r} is built into the harness")
+    out = build_path(m)
+    if out.exists():
+        return out
+    go = shutil.which("go")
+    if go is None:
+        raise HarnessError(
+            f"client {m.name}: the Go toolchain (go) is not on PATH; ./bootstrap.sh installs it"
+        )
+    out.parent.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out.parent.parent, prefix=".build-"))
+    try:
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+        try:
+            done = subprocess.run(
+                [go, "build", "-trimpath", "-o", str(work / out.name), "."],
+                cwd=m.build_dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=GO_BUILD_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise HarnessError(
+                f"building client {m.name} took over {GO_BUILD_TIMEOUT_S} s"
+            ) from None
+        if done.returncode != 0:
+            raise HarnessError(
+                f"building client {m.name} failed: {_first_error(done.stderr + done.stdout)}"
+            )
+        try:
+            work.rename(out.parent)
+        except OSError:
+            if not out.exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def command(m: Manifest, workload: str) -> list[str]:
+    """The argv that starts the client's process for ``workload`` (before ``--config``)."""
+    if workload not in m.start:
+        raise HarnessError(f"client {m.name} has no {workload} process")
+    binary = str(ensure_built(m))
+    return [part.replace("{binary}", binary) for part in m.start[workload]]
