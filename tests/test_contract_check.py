@@ -255,3 +255,18 @@ def test_client_check_holds_the_python_processor_to_the_contract_under_sigkill(
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("sigkill: kept the contract: ") and "verdict valid" in lines[0]
     assert lines[-1].startswith("client-check python: 1 of 1 cases kept the contract")
+
+
+@pytest.mark.cluster
+def test_client_check_holds_franz_go_to_the_contract_as_a_zombie(tmp_path: Path) -> None:
+    """The Go processor, built from its manifest, made a zombie on a real cluster: it keeps the
+    contract (its rebalance callbacks, which franz-go runs beside the loop, included) and the
+    run's verdict is valid."""
+    proc = _harness(
+        "client-check", "franz-go", "--cases", "zombie", "--time-limit", "12",
+        "--store", str(tmp_path), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("zombie: kept the contract: ") and "verdict valid" in lines[0]
+    assert lines[-1].startswith("client-check franz-go: 1 of 1 cases kept the contract")

@@ -28,14 +28,14 @@ from common.errors import HarnessError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_DIR = Path(__file__).resolve().parent / "manifests"
-BUILD_KINDS = ("builtin", "go")
+BUILD_KINDS = ("builtin", "go", "npm")
 ARM_WAYS = ("signal", "file", "none")
 _TOP = {"name", "summary", "language", "library", "registry", "workloads", "contract", "build",
         "start", "abilities"}  # fmt: skip
 _ABILITIES = {"variants", "group_protocols", "arm", "hooks", "zombie", "aborts", "client_config"}
 _BUILD = {"kind", "dir", "binary"}
-#: What a Go build may take at most: the first build downloads the pinned modules.
-GO_BUILD_TIMEOUT_S = 600
+#: What a build may take at most: the first one downloads the pinned modules.
+BUILD_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,8 @@ def parse(path: Path) -> Manifest:
     if abilities.arm not in ARM_WAYS:
         raise _bad(path, f"abilities.arm must be one of {', '.join(ARM_WAYS)}")
     if not m.builtin:
-        if m.build_dir is None or not m.binary:
-            raise _bad(path, "a built client needs build.dir and build.binary")
+        if m.build_dir is None or (kind == "go" and not m.binary):
+            raise _bad(path, "a built client needs build.dir (and build.binary for go)")
         missing = [w for w in m.workloads if w not in m.start]
         if missing:
             raise _bad(path, f"no start.{missing[0]} for a workload it lists")
@@ -176,6 +176,9 @@ def _sources(m: Manifest) -> list[Path]:
     assert m.build_dir is not None
     if m.build_kind == "go":
         return sorted([*m.build_dir.glob("*.go"), m.build_dir / "go.mod", m.build_dir / "go.sum"])
+    if m.build_kind == "npm":
+        lock = [m.build_dir / "package.json", m.build_dir / "package-lock.json"]
+        return sorted([*m.build_dir.glob("*.js"), *lock])
     return []
 
 
@@ -189,9 +192,10 @@ def digest(m: Manifest) -> str:
 
 
 def build_path(m: Manifest) -> Path:
-    """Where the build of the current sources lives (built or not)."""
-    assert m.binary is not None
-    return cache_root() / "clients" / m.name / digest(m) / m.binary
+    """Where the build of the current sources lives (built or not): the executable of a Go
+    client, the directory (sources and node_modules) of an npm one."""
+    home = cache_root() / "clients" / m.name / digest(m)
+    return home / m.binary if m.build_kind == "go" and m.binary else home
 
 
 def _first_error(output: str) -> str:
@@ -202,8 +206,23 @@ def _first_error(output: str) -> str:
     return lines[0] if lines else "the build failed without output"
 
 
+def _toolchain(m: Manifest) -> list[str]:
+    """The build command of the client's kind, its tool found on PATH."""
+    tool, argv = {
+        "go": ("go", ["build", "-trimpath", "-o", "{out}", "."]),
+        "npm": ("npm", ["ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"]),
+    }[m.build_kind]
+    found = shutil.which(tool)
+    if found is None:
+        raise HarnessError(
+            f"client {m.name}: {tool} is not on PATH; ./bootstrap.sh says what to install"
+        )
+    return [found, *argv]
+
+
 def ensure_built(m: Manifest) -> Path:
-    """The client's executable, built from its sources if this content was never built.
+    """The client's executable (go) or directory (npm), built from its sources if this
+    content was never built.
 
     Safe from several processes at once: each builds in a temporary sibling directory and one
     ``rename`` publishes it; the loser of a race keeps the winner's build.
@@ -213,35 +232,35 @@ def ensure_built(m: Manifest) -> Path:
     out = build_path(m)
     if out.exists():
         return out
-    go = shutil.which("go")
-    if go is None:
-        raise HarnessError(
-            f"client {m.name}: the Go toolchain (go) is not on PATH; ./bootstrap.sh installs it"
-        )
-    out.parent.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out.parent.parent, prefix=".build-"))
+    argv = _toolchain(m)
+    home = out.parent if m.build_kind == "go" else out
+    home.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=home.parent, prefix=".build-"))
     try:
+        cwd = m.build_dir
+        if m.build_kind == "npm":
+            for src in _sources(m):  # node resolves modules beside the script: build a copy
+                shutil.copy2(src, work / src.name)
+            cwd = work
         env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
         try:
             done = subprocess.run(
-                [go, "build", "-trimpath", "-o", str(work / out.name), "."],
-                cwd=m.build_dir,
+                [a.replace("{out}", str(work / out.name)) for a in argv],
+                cwd=cwd,
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=GO_BUILD_TIMEOUT_S,
+                timeout=BUILD_TIMEOUT_S,
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise HarnessError(
-                f"building client {m.name} took over {GO_BUILD_TIMEOUT_S} s"
-            ) from None
+            raise HarnessError(f"building client {m.name} took over {BUILD_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise HarnessError(
                 f"building client {m.name} failed: {_first_error(done.stderr + done.stdout)}"
             )
         try:
-            work.rename(out.parent)
+            work.rename(home)
         except OSError:
             if not out.exists():
                 raise
@@ -254,5 +273,12 @@ def command(m: Manifest, workload: str) -> list[str]:
     """The argv that starts the client's process for ``workload`` (before ``--config``)."""
     if workload not in m.start:
         raise HarnessError(f"client {m.name} has no {workload} process")
-    binary = str(ensure_built(m))
-    return [part.replace("{binary}", binary) for part in m.start[workload]]
+    built = ensure_built(m)
+    home = built.parent if m.build_kind == "go" else built
+    subst = {"{binary}": str(built), "{dir}": str(home)}
+    out = []
+    for part in m.start[workload]:
+        for key, value in subst.items():
+            part = part.replace(key, value)
+        out.append(part)
+    return out

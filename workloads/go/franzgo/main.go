@@ -169,7 +169,10 @@ type processor struct {
 	delayRng *rand.Rand
 	parent   int
 
-	stopping   atomic.Value // string: why the loop should end after this transaction
+	txnMu      sync.Mutex
+	inTxn      int64            // the transaction in flight (0: none)
+	pending    []map[string]any // callbacks that ran during it
+	stopping   atomic.Value     // string: why the loop should end after this transaction
 	zombie     atomic.Bool
 	hookFired  bool
 	seq        int64
@@ -221,12 +224,43 @@ func sortedParts(m map[string][]int32) []any {
 	return out
 }
 
+// rebalance records a callback. franz-go runs them on its own goroutine, which can be in the
+// middle of a transaction (a GroupTransactSession lets the rebalance go on and aborts the
+// transaction it overtook); a process's history has one op in flight at a time, so such a
+// callback is recorded right after the transaction's completion, its value saying which
+// transaction it overtook (during_txn) and when it ran (callback_time, monotonic ns).
 func (p *processor) rebalance(event string, parts map[string][]int32) {
-	ps := sortedParts(parts)
-	p.rec.Invoke("rebalance", map[string]any{"event": event, "partitions": ps})
 	member, gen := p.cl.GroupMetadata()
-	p.rec.Ok("rebalance", map[string]any{"event": event, "partitions": ps,
-		"generation": gen, "member_id": member})
+	ps := sortedParts(parts)
+	ok := map[string]any{"event": event, "partitions": ps, "generation": gen, "member_id": member}
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	if p.inTxn != 0 {
+		ok["during_txn"] = p.inTxn
+		ok["callback_time"] = monotonicNS()
+		p.pending = append(p.pending, ok)
+		return
+	}
+	p.rec.Invoke("rebalance", map[string]any{"event": event, "partitions": ps})
+	p.rec.Ok("rebalance", ok)
+}
+
+// txnBegins marks a transaction in flight; txnEnded writes the callbacks it held back.
+func (p *processor) txnBegins(seq int64) {
+	p.txnMu.Lock()
+	p.inTxn = seq
+	p.txnMu.Unlock()
+}
+
+func (p *processor) txnEnded() {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	p.inTxn = 0
+	for _, ok := range p.pending {
+		p.rec.Invoke("rebalance", map[string]any{"event": ok["event"], "partitions": ok["partitions"]})
+		p.rec.Ok("rebalance", ok)
+	}
+	p.pending = nil
 }
 
 func (p *processor) makeSession() error {
@@ -473,6 +507,8 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 		inputs = append(inputs, []any{r.Partition, r.Offset, string(r.Value)})
 		outputs = append(outputs, []any{nil, nil, nil, r.Partition, r.Offset})
 	}
+	p.txnBegins(seq)
+	defer p.txnEnded()
 	p.rec.Invoke("txn", map[string]any{"txn": seq, "transactional_id": p.tid,
 		"generation": gen, "member_id": member, "inputs": inputs})
 	result := map[string]any{"txn": seq, "outputs": outputs, "offsets": nil}
