@@ -9,7 +9,7 @@
 # chromium-driver (Debian packages, for the report tests), a Python
 # virtualenv in .venv with the project and its test extras, Apache Kafka's jars (Maven, from
 # Maven Central), toxiproxy's server (Go module) and the
-# franz-go client (Go modules, workloads/go/franzgo) into ~/.cache/kafka-harness. As root on
+# franz-go (Go modules) and KafkaJS (npm) clients into ~/.cache/kafka-harness. As root on
 # Debian/Ubuntu with no Docker engine answering, also Debian's docker.io and debootstrap (the
 # Docker backend builds its images from Debian packages, no registry needed) and starts dockerd.
 set -euo pipefail

@@ -32,7 +32,10 @@ BUILD_KINDS = ("builtin", "go", "npm")
 ARM_WAYS = ("signal", "file", "none")
 _TOP = {"name", "summary", "language", "library", "registry", "workloads", "contract", "build",
         "start", "abilities"}  # fmt: skip
-_ABILITIES = {"variants", "group_protocols", "arm", "hooks", "zombie", "aborts", "client_config"}
+_ABILITIES = {
+    "transaction_versions", "variants", "group_protocols", "arm", "hooks", "zombie", "aborts",
+    "client_config",
+}  # fmt: skip
 _BUILD = {"kind", "dir", "binary"}
 #: What a build may take at most: the first one downloads the pinned modules.
 BUILD_TIMEOUT_S = 600
@@ -42,6 +45,8 @@ BUILD_TIMEOUT_S = 600
 class Abilities:
     """What of the contract a client implements (docs/client-contract.md, "Abilities")."""
 
+    #: The transaction versions its producer speaks (0: before KIP-890; 2: KIP-890 part 2).
+    transaction_versions: tuple[int, ...]
     variants: tuple[str, ...]
     group_protocols: tuple[str, ...]
     #: How a nemesis arms a moment: ``signal`` (the file, then SIGUSR2), ``file`` (only the
@@ -103,7 +108,11 @@ def parse(path: Path) -> Manifest:
     try:
         ab = raw["abilities"]
         build = raw["build"]
+        tvs = ab["transaction_versions"]
+        if not isinstance(tvs, list) or not all(isinstance(x, int) for x in tvs):
+            raise _bad(path, "abilities.transaction_versions must be a list of integers")
         abilities = Abilities(
+            transaction_versions=tuple(tvs),
             variants=_strings(path, ab["variants"], "abilities.variants"),
             group_protocols=_strings(path, ab["group_protocols"], "abilities.group_protocols"),
             arm=str(ab["arm"]),

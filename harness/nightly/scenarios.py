@@ -19,10 +19,14 @@ from typing import Any
 
 from common.errors import HarnessError
 from harness.kafka.versions import KafkaVersion
+from workloads import client_registry
 
-#: librdkafka (confluent-kafka) does not implement KIP-890, so only Kafka's Java client runs TV2:
-#: the project's own Java clients (``java``) and Kafka's copier (``copier``).
-CLIENT_TVS: dict[str, tuple[int, ...]] = {"python": (0,), "java": (0, 2), "copier": (0, 2)}
+#: The transaction versions each client speaks, from its manifest (``workloads/manifests``):
+#: librdkafka (confluent-kafka) and KafkaJS do not implement KIP-890; Kafka's Java client (the
+#: project's ``java`` processors and Kafka's ``copier``) and franz-go do.
+CLIENT_TVS: dict[str, tuple[int, ...]] = {
+    name: m.abilities.transaction_versions for name, m in client_registry.manifests().items()
+}
 
 
 @dataclass(frozen=True)
