@@ -1114,6 +1114,24 @@ def test_real_exactly_once_runs_are_valid(spark: Any, tmp_path: Path, name: str)
     assert got["liveness"]["valid"] is True
 
 
+def test_real_kafkajs_zombie_commits_the_inputs_its_successor_committed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A correct KafkaJS processor made a zombie (docs/findings.md, F7): paused at its offset
+    commit past its session timeout, it resumed after instance 2 had been assigned its
+    partition and had committed the same 17 inputs, and its own transaction committed too
+    (KafkaJS's sendOffsets carries no group metadata to fence it). Both engines: 17
+    duplicates, every one written by instance 0's txn 7 and instance 2's txn 28."""
+    got, _ref = both(spark, real(tmp_path, "eos-kafkajs-zombie-152534"))
+    assert got["valid"] is False
+    assert got["anomalies"] == {"duplicate": 17}
+    writers = {
+        tuple(sorted((r["headers"]["instance"], r["headers"]["txn-seq"]) for r in e["records"]))
+        for e in got["checkers"]["duplicate"]["examples"]
+    }
+    assert writers == {(("0", "7"), ("2", "28"))}
+
+
 def test_real_at_least_once_run_has_duplicates(spark: Any, tmp_path: Path) -> None:
     got, _ref = both(spark, real(tmp_path, "eos-alo-607d3c"))
     assert got["valid"] is False

@@ -607,9 +607,11 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
     assert got == [
         ("3.9.2", "bug-delayed-endtxn-python", None, "invalid"),
         ("3.9.2", "bug-delayed-endtxn-java-tv0", None, "invalid"),
+        ("3.9.2", "bug-zombie-kafkajs", None, "invalid"),
         ("4.3.1", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.3.1", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.3.1", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
+        ("4.3.1", "bug-zombie-kafkajs", 0, "invalid"),
     ]
 
 

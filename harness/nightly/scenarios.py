@@ -252,6 +252,20 @@ SCENARIOS: dict[str, Scenario] = {
         delayed_endtxn("bug-delayed-endtxn-python", expected="invalid"),
         delayed_endtxn("bug-delayed-endtxn-java-tv0", "java", tvs=(0,), expected="invalid"),
         delayed_endtxn("fixed-delayed-endtxn-java-tv2", "java", tvs=(2,), min_kafka="4.0.0"),
+        # Every client of the registry under the same faults: the client axis. KafkaJS sends
+        # no group metadata with its offsets (F7): a zombie commits beside its successor.
+        eos("eos-franz-go-none", client="franz-go", time_limit=10, tvs=(0, 2)),
+        eos("eos-franz-go-zombie", client="franz-go", nemesis="zombie", time_limit=30),
+        eos("eos-franz-go-all", client="franz-go", nemesis="all", time_limit=60),
+        eos("eos-kafkajs-none", client="kafkajs", time_limit=10),
+        eos(
+            "bug-zombie-kafkajs",
+            client="kafkajs",
+            nemesis="zombie",
+            time_limit=30,
+            extra=("--session-timeout-ms", "6000"),
+            expected="invalid",
+        ),
     )
 }
 
@@ -291,6 +305,16 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "bug-delayed-endtxn-python",
         "bug-delayed-endtxn-java-tv0",
         "fixed-delayed-endtxn-java-tv2",
+        "bug-zombie-kafkajs",
+    ),
+    # The same faults on every client of the registry (python and java: the nightly set).
+    "clients": (
+        "eos-python-zombie",
+        "eos-franz-go-none",
+        "eos-franz-go-zombie",
+        "eos-franz-go-all",
+        "eos-kafkajs-none",
+        "bug-zombie-kafkajs",
     ),
 }
 
