@@ -70,12 +70,40 @@ def _f5(verdict: dict[str, Any]) -> list[str]:
     return out
 
 
+def _f7(verdict: dict[str, Any]) -> list[str]:
+    """Duplicates committed by two members of a client that records no generation (generation
+    header ``-1``: KafkaJS, whose offset commits carry no group metadata to fence a zombie)."""
+    pairs: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for d in _examples(verdict, "duplicate"):
+        writers = []
+        for rec in d.get("records") or []:
+            h = rec.get("headers") if isinstance(rec, dict) else None
+            if not isinstance(h, dict) or h.get("generation") != "-1":
+                break
+            writers.append((str(h.get("instance")), str(h.get("txn-seq"))))
+        else:
+            if len({w[0] for w in writers}) >= 2:
+                pairs.setdefault(tuple(sorted(set(writers))), []).append(str(d.get("input")))
+    return [
+        " and ".join(f"instance {i}'s transaction {t}" for i, t in writers)
+        + f" both committed input {inputs[0]}, with no generation in the offset commit to "
+        + f"fence the older member ({len(inputs)} duplicate example(s) have a copy from each)"
+        for writers, inputs in sorted(pairs.items())
+    ]
+
+
 KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "F5",
         "librdkafka starts a partition at auto.offset.reset when a rebalance interrupts its "
         "wait on pending transactional offsets",
         _f5,
+    ),
+    KnownFinding(
+        "F7",
+        "KafkaJS commits transactional offsets without group metadata, so a zombie member "
+        "is not fenced",
+        _f7,
     ),
 )
 

@@ -1130,6 +1130,13 @@ def test_real_kafkajs_zombie_commits_the_inputs_its_successor_committed(
         for e in got["checkers"]["duplicate"]["examples"]
     }
     assert writers == {(("0", "7"), ("2", "28"))}
+    (f7,) = merge_verdicts({"eos": got})["known_findings"]
+    assert f7["id"] == "F7" and f7["link"] == "docs/findings.md#f7"
+    assert f7["evidence"] == [
+        "instance 0's transaction 7 and instance 2's transaction 28 both committed input 3/58, "
+        "with no generation in the offset commit to fence the older member (3 duplicate "
+        "example(s) have a copy from each)"
+    ]
 
 
 def test_real_at_least_once_run_has_duplicates(spark: Any, tmp_path: Path) -> None:
