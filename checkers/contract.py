@@ -167,9 +167,12 @@ def check_ops(instance: int, ops: Iterable[tuple[str, Any]]) -> list[Breach]:
 
 
 def _txn_invoke(where: str, value: Any, seq: int) -> list[Breach]:
-    if not isinstance(value, dict) or set(value) != TXN_INVOKE_KEYS:
-        keys = sorted(value) if isinstance(value, dict) else value
-        return [Breach(where, "txn-value", f"invoke keys {keys!r}")]
+    if not isinstance(value, dict):
+        return [Breach(where, "txn-value", f"invoke value {value!r:.80}")]
+    if set(value) != TXN_INVOKE_KEYS:
+        missing, extra = sorted(TXN_INVOKE_KEYS - set(value)), sorted(set(value) - TXN_INVOKE_KEYS)
+        said = [f"missing {missing!r}"] * bool(missing) + [f"unexpected {extra!r}"] * bool(extra)
+        return [Breach(where, "txn-value", f"invoke keys: {', '.join(said)}")]
     out = []
     if value["txn"] != seq:
         out.append(Breach(where, "txn-value", f"txn {value['txn']!r}, expected {seq}"))

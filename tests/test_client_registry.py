@@ -122,3 +122,25 @@ def test_a_client_that_does_not_compile_is_one_line_with_the_compiler_s_error(
     assert msg.startswith("building client franz-go failed: ") and "undefinedThing" in msg
     assert "main.go:" in msg and "\n" not in msg
     assert not reg.build_path(broken).exists()
+
+
+CLIENTS_DIR = Path(__file__).parent / "data" / "clients"
+
+
+def test_a_user_s_manifest_directory_adds_clients_and_cannot_shadow_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(reg.MANIFESTS_ENV, str(CLIENTS_DIR))
+    m = reg.get("broken-python")
+    assert m.build_kind == "script" and m.build_dir == CLIENTS_DIR
+    assert "broken-python" in reg.names("eos") and "broken-python" in reg.contract_clients()
+    argv = reg.command(m, "eos")
+    assert argv[1] == str(CLIENTS_DIR / "broken_processor.py") and Path(argv[0]).exists()
+    shadow = tmp_path / "python.toml"
+    shadow.write_text((reg.MANIFEST_DIR / "python.toml").read_text())
+    monkeypatch.setenv(reg.MANIFESTS_ENV, str(tmp_path))
+    with pytest.raises(HarnessError, match=r"python.toml: client 'python' is already .*python"):
+        reg.manifests()
+    monkeypatch.setenv(reg.MANIFESTS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(HarnessError, match=r"MANIFESTS: .*nowhere is not a directory"):
+        reg.manifests()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -270,3 +271,24 @@ def test_client_check_holds_franz_go_to_the_contract_as_a_zombie(tmp_path: Path)
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("zombie: kept the contract: ") and "verdict valid" in lines[0]
     assert lines[-1].startswith("client-check franz-go: 1 of 1 cases kept the contract")
+
+
+@pytest.mark.cluster
+def test_client_check_finds_the_breaches_planted_in_a_broken_client(tmp_path: Path) -> None:
+    """A client of the user's own (a manifest in KAFKA_HARNESS_MANIFESTS): the Python processor
+    with no exit op and no member id planted. Its run is real; client-check names both rules
+    and exits 1."""
+    env = {**os.environ, "KAFKA_HARNESS_MANIFESTS": str(Path(__file__).parent / "data/clients")}
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "harness", "client-check", "broken-python",
+            "--cases", "no-fault", "--time-limit", "8", "--store", str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=900, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("no-fault: BREACH (")
+    assert any(": txn-value: " in ln and "member_id" in ln for ln in lines), lines
+    assert any(": exit-status: " in ln and "recorded None" in ln for ln in lines), lines
+    assert lines[-1].startswith("client-check broken-python: 0 of 1 cases kept the contract")

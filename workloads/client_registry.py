@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from common.errors import HarnessError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_DIR = Path(__file__).resolve().parent / "manifests"
-BUILD_KINDS = ("builtin", "go", "npm")
+#: More manifest directories, ``:``-separated: clients of the user's own, outside the project.
+MANIFESTS_ENV = "KAFKA_HARNESS_MANIFESTS"
+BUILD_KINDS = ("builtin", "go", "npm", "script")
 ARM_WAYS = ("signal", "file", "none")
 _TOP = {"name", "summary", "language", "library", "registry", "workloads", "contract", "build",
         "start", "abilities"}  # fmt: skip
@@ -132,7 +135,11 @@ def parse(path: Path) -> Manifest:
             workloads=_strings(path, raw["workloads"], "workloads"),
             contract=bool(raw["contract"]),
             build_kind=kind,
-            build_dir=PROJECT_ROOT / build["dir"] if "dir" in build else None,
+            # The project's own manifests name directories of the project; a user's, ones
+            # beside the manifest.
+            build_dir=(PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent) / build["dir"]
+            if "dir" in build
+            else None,
             binary=build.get("binary"),
             start=start,
             abilities=abilities,
@@ -155,9 +162,25 @@ def parse(path: Path) -> Manifest:
     return m
 
 
+def manifest_dirs() -> list[Path]:
+    """The project's manifest directory, then the user's (``KAFKA_HARNESS_MANIFESTS``)."""
+    extra = [Path(p).resolve() for p in os.environ.get(MANIFESTS_ENV, "").split(":") if p]
+    for d in extra:
+        if not d.is_dir():
+            raise HarnessError(f"{MANIFESTS_ENV}: {d} is not a directory")
+    return [MANIFEST_DIR, *extra]
+
+
 def manifests() -> dict[str, Manifest]:
-    """Every registered client, by name."""
-    return {m.name: m for m in map(parse, sorted(MANIFEST_DIR.glob("*.toml")))}
+    """Every registered client, by name; a user's manifest cannot take a project client's
+    name."""
+    out: dict[str, Manifest] = {}
+    for d in manifest_dirs():
+        for m in map(parse, sorted(d.glob("*.toml"))):
+            if m.name in out:
+                raise HarnessError(f"{m.path}: client {m.name!r} is already {out[m.name].path}")
+            out[m.name] = m
+    return out
 
 
 def names(workload: str) -> tuple[str, ...]:
@@ -188,7 +211,7 @@ def _sources(m: Manifest) -> list[Path]:
     if m.build_kind == "npm":
         lock = [m.build_dir / "package.json", m.build_dir / "package-lock.json"]
         return sorted([*m.build_dir.glob("*.js"), *lock])
-    return []
+    return []  # a script runs from its directory as it is
 
 
 def digest(m: Manifest) -> str:
@@ -238,6 +261,11 @@ def ensure_built(m: Manifest) -> Path:
     """
     if m.builtin:
         raise HarnessError(f"client {m.name!r} is built into the harness")
+    if m.build_kind == "script":
+        assert m.build_dir is not None
+        if not m.build_dir.is_dir():
+            raise HarnessError(f"client {m.name}: {m.build_dir} is not a directory")
+        return m.build_dir
     out = build_path(m)
     if out.exists():
         return out
@@ -283,8 +311,8 @@ def command(m: Manifest, workload: str) -> list[str]:
     if workload not in m.start:
         raise HarnessError(f"client {m.name} has no {workload} process")
     built = ensure_built(m)
-    home = built.parent if m.build_kind == "go" else built
-    subst = {"{binary}": str(built), "{dir}": str(home)}
+    home = built.parent if m.build_kind == "go" else built  # npm: the build; script: its dir
+    subst = {"{binary}": str(built), "{dir}": str(home), "{python}": sys.executable}
     out = []
     for part in m.start[workload]:
         for key, value in subst.items():
