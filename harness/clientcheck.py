@@ -116,6 +116,20 @@ def happened(case: str, history: Path) -> bool:
         return any(op.get("type") == "ok" and _shows(case, op) for op in map(json.loads, fh))
 
 
+def breach_lines(breaches: list[Breach], per_rule: int = 3) -> list[str]:
+    """The first few breaches of every rule that broke, in the order they were found, and how
+    many more each rule has: one rule broken a hundred times must not hide another."""
+    by_rule: dict[str, list[Breach]] = {}
+    for b in breaches:
+        by_rule.setdefault(b.rule, []).append(b)
+    out = []
+    for rule, found in by_rule.items():
+        out += [str(b) for b in found[:per_rule]]
+        if len(found) > per_rule:
+            out.append(f"(+{len(found) - per_rule} more {rule})")
+    return out
+
+
 def client_check_command(args: argparse.Namespace) -> int:
     if args.client not in CONTRACT_CLIENTS:
         raise HarnessError(
@@ -132,8 +146,8 @@ def client_check_command(args: argparse.Namespace) -> int:
         if breaches:
             failed += 1
             print(f"{case}: BREACH ({len(breaches)})", flush=True)
-            for b in breaches[:20]:
-                print(f"  {b}", flush=True)
+            for line in breach_lines(breaches):
+                print(f"  {line}", flush=True)
         else:
             print(f"{case}: kept the contract: {summary}", flush=True)
     print(

@@ -292,3 +292,18 @@ def test_client_check_finds_the_breaches_planted_in_a_broken_client(tmp_path: Pa
     assert any(": txn-value: " in ln and "member_id" in ln for ln in lines), lines
     assert any(": exit-status: " in ln and "recorded None" in ln for ln in lines), lines
     assert lines[-1].startswith("client-check broken-python: 0 of 1 cases kept the contract")
+
+
+def test_every_broken_rule_shows_in_client_check_s_output() -> None:
+    from checkers.contract import Breach
+    from harness.clientcheck import breach_lines
+
+    many = [Breach(f"p/0.jsonl:{n}", "txn-value", "invoke keys") for n in range(100)]
+    lines = breach_lines([*many, Breach("supervisor.jsonl:9", "exit-status", "exited 0")])
+    assert lines == [
+        "p/0.jsonl:0: txn-value: invoke keys",
+        "p/0.jsonl:1: txn-value: invoke keys",
+        "p/0.jsonl:2: txn-value: invoke keys",
+        "(+97 more txn-value)",
+        "supervisor.jsonl:9: exit-status: exited 0",
+    ]
