@@ -26,7 +26,7 @@ def test_every_manifest_reads_and_the_clients_are_the_registry_s() -> None:
     assert {"franz-go", "kafkajs"} <= set(reg.contract_clients())
     fg = known["franz-go"]
     assert not fg.builtin and fg.build_kind == "go" and fg.start["eos"] == ("{binary}",)
-    assert fg.abilities.variants == ("eos",) and fg.abilities.arm == "signal"
+    assert fg.abilities.variants == ("eos", "read-uncommitted") and fg.abilities.arm == "signal"
     assert known["java"].abilities.arm == "file" and not known["copier"].abilities.hooks
 
 

@@ -4,9 +4,10 @@
 // polled offsets in the transaction with the group's generation and member id (KIP-447),
 // aborts a transaction that a revocation overtook, and rewinds to the committed offsets.
 //
-// What it implements of the contract: variant eos, the classic group protocol, deliberate
+// What it implements of the contract: variants eos and read-uncommitted (broken on purpose:
+// it reads aborted data), the classic group protocol, deliberate
 // aborts, the zombie signal, hook points and arm-file moments (kill, stop, abort). What it
-// refuses with exit status 2: the broken variants, the consumer group protocol and client
+// refuses with exit status 2: the other broken variants, the consumer group protocol and client
 // settings it does not know.
 package main
 
@@ -101,8 +102,8 @@ func parseConfig(args []string) (*Config, error) {
 		return nil, errors.New("bootstrap, input_topic, output_topic, group_id and history_path are required")
 	case cfg.OutputPartitions < 1:
 		return nil, errors.New("output_partitions must be at least 1")
-	case cfg.Variant != "eos":
-		return nil, fmt.Errorf("variant %q: franz-go's processor implements only eos", cfg.Variant)
+	case cfg.Variant != "eos" && cfg.Variant != "read-uncommitted":
+		return nil, fmt.Errorf("variant %q: franz-go's processor implements only eos and read-uncommitted", cfg.Variant)
 	case cfg.GroupProtocol != "classic":
 		return nil, fmt.Errorf("group_protocol %q: franz-go's processor runs only the classic protocol", cfg.GroupProtocol)
 	case cfg.TxnIDStrategy != "unique" && cfg.TxnIDStrategy != "static":
@@ -265,6 +266,11 @@ func (p *processor) txnEnded() {
 
 func (p *processor) makeSession() error {
 	cfg := p.cfg
+	// The broken-on-purpose read-uncommitted variant reads what aborted transactions wrote.
+	isolation := kgo.ReadCommitted()
+	if cfg.Variant == "read-uncommitted" {
+		isolation = kgo.ReadUncommitted()
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(cfg.Bootstrap, ",")...),
 		kgo.ClientID(fmt.Sprintf("eos-%d", cfg.Instance)),
@@ -273,7 +279,7 @@ func (p *processor) makeSession() error {
 		kgo.ConsumerGroup(cfg.GroupID),
 		kgo.ConsumeTopics(cfg.InputTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(isolation),
 		kgo.RequireStableFetchOffsets(),
 		kgo.SessionTimeout(time.Duration(cfg.SessionTimeoutMS) * time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

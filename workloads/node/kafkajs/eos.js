@@ -9,7 +9,8 @@
  * TxnOffsetCommit, so the coordinator cannot fence a member that was rebalanced away (KIP-447).
  * That is what this client is here to be judged on.
  *
- * What it implements of the contract: variant eos, the classic protocol, deliberate aborts,
+ * What it implements of the contract: variants eos and read-uncommitted (broken on purpose: it
+ * reads aborted data), the classic protocol, deliberate aborts,
  * the zombie signal, hook points and arm-file moments. KafkaJS does not tell the generation:
  * it records -1 ("unknown"), as the history format allows.
  */
@@ -46,7 +47,7 @@ function parseConfig (argv) {
   for (const k of Object.keys(raw)) if (!(k in FIELDS)) refuse(`bad --config: unknown field "${k}"`)
   for (const k of REQUIRED) if (raw[k] === undefined || raw[k] === null || raw[k] === '') refuse(`${REQUIRED.join(', ')} are required`)
   const cfg = { ...FIELDS, ...raw, raw }
-  if (cfg.variant !== 'eos') refuse(`variant "${cfg.variant}": KafkaJS's processor implements only eos`)
+  if (!['eos', 'read-uncommitted'].includes(cfg.variant)) refuse(`variant "${cfg.variant}": KafkaJS's processor implements only eos and read-uncommitted`)
   if (cfg.group_protocol !== 'classic') refuse(`group_protocol "${cfg.group_protocol}": KafkaJS runs only the classic protocol`)
   if (!['unique', 'static'].includes(cfg.txn_id_strategy)) refuse(`txn_id_strategy "${cfg.txn_id_strategy}": must be unique or static`)
   if (!(cfg.output_partitions >= 1)) refuse('output_partitions must be at least 1')
@@ -266,7 +267,7 @@ class Processor {
     if (level !== undefined && !(level in levels)) refuse(`client_config log.level "${level}": one of debug, info, warn, error`)
     this.kafka = new Kafka({ clientId: `eos-${cfg.instance}`, brokers: cfg.bootstrap.split(','), logLevel: levels[level || 'warn'], connectionTimeout: 3000, requestTimeout: 10000 })
     this.producer = this.kafka.producer({ transactionalId: this.tid, idempotent: true, maxInFlightRequests: 1, transactionTimeout: cfg.transaction_timeout_ms })
-    this.consumer = this.kafka.consumer({ groupId: cfg.group_id, sessionTimeout: cfg.session_timeout_ms, heartbeatInterval: Math.max(100, Math.floor(cfg.session_timeout_ms / 10)), readUncommitted: false, maxWaitTimeInMs: cfg.commit_interval_ms })
+    this.consumer = this.kafka.consumer({ groupId: cfg.group_id, sessionTimeout: cfg.session_timeout_ms, heartbeatInterval: Math.max(100, Math.floor(cfg.session_timeout_ms / 10)), readUncommitted: cfg.variant === 'read-uncommitted', maxWaitTimeInMs: cfg.commit_interval_ms })
     this.admin = this.kafka.admin()
     try {
       await withTimeout(Promise.all([this.producer.connect(), this.consumer.connect(), this.admin.connect()]), this.callMs, 'connect')

@@ -1,5 +1,6 @@
-"""KafkaJS judged on a real cluster: its processors made zombies commit inputs their
-successors already committed (docs/findings.md, F7), and the verdict says which finding."""
+"""The Go (franz-go) and Node.js (KafkaJS) clients judged on a real cluster: a broken variant
+on each is caught, and KafkaJS's processors made zombies commit inputs their successors
+already committed (docs/findings.md, F7), which the verdict names."""
 
 from __future__ import annotations
 
@@ -39,3 +40,23 @@ def test_a_kafkajs_zombie_commits_beside_its_successor_and_the_verdict_names_f7(
     assert f7["id"] == "F7" and "with no generation in the offset commit" in f7["evidence"][0]
     assert "known finding F7" in proc.stdout
     assert check_run(run) == []  # the processors kept the contract while breaking exactly-once
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("client", ["franz-go", "kafkajs"])
+def test_the_read_uncommitted_variant_of_each_new_client_is_caught(
+    tmp_path: Path, client: str
+) -> None:
+    """Broken on purpose: the processors read what the seeder's aborted transactions wrote
+    (its poison values), and the checkers say so."""
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "harness", "run", "--workload", "eos", "--client", client,
+            "--variant", "read-uncommitted", "--time-limit", "8", "--seed", "1",
+            "--store", str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(((tmp_path / "latest").resolve() / "results.json").read_text())
+    assert results["anomalies"].get("aborted-read", 0) >= 1, results["anomalies"]
