@@ -170,22 +170,22 @@ type processor struct {
 	delayRng *rand.Rand
 	parent   int
 
-	txnMu      sync.Mutex
-	inTxn      int64            // the transaction in flight (0: none)
-	pending    []map[string]any // callbacks that ran during it
-	stopping   atomic.Value     // string: why the loop should end after this transaction
-	zombie     atomic.Bool
-	hookFired  bool
-	seq        int64
-	committed  int64
-	failed     int64
-	callTimout time.Duration
+	txnMu       sync.Mutex
+	inTxn       int64            // the transaction in flight (0: none)
+	pending     []map[string]any // callbacks that ran during it
+	stopping    atomic.Value     // string: why the loop should end after this transaction
+	zombie      atomic.Bool
+	hookFired   bool
+	seq         int64
+	committed   int64
+	failed      int64
+	callTimeout time.Duration
 }
 
 func newProcessor(cfg *Config) (*processor, error) {
 	p := &processor{cfg: cfg, tid: cfg.transactionalID(), arm: NewArmFile(cfg.HistoryPath),
 		rng: rand.New(rand.NewSource(cfg.Seed)), delayRng: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed)),
-		parent: os.Getppid(), callTimout: time.Duration(cfg.CallTimeoutS * float64(time.Second))}
+		parent: os.Getppid(), callTimeout: time.Duration(cfg.CallTimeoutS * float64(time.Second))}
 	path := cfg.HistoryPath
 	if cfg.RecordHistory != nil && !*cfg.RecordHistory {
 		path = ""
@@ -570,7 +570,7 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 	}
 	abortWith := func(info map[string]any) *exit {
 		p.failed++
-		ctx, cancel := context.WithTimeout(context.Background(), p.callTimout)
+		ctx, cancel := context.WithTimeout(context.Background(), p.callTimeout)
 		defer cancel()
 		if _, err := p.sess.End(ctx, kgo.TryAbort); err != nil {
 			both := map[string]any{}
@@ -589,7 +589,7 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 		wg.Wait()
 		return abortWith(armedInfo(err))
 	}
-	flushCtx, cancel := context.WithTimeout(context.Background(), p.callTimout)
+	flushCtx, cancel := context.WithTimeout(context.Background(), p.callTimeout)
 	flushErr := p.cl.Flush(flushCtx)
 	cancel()
 	wg.Wait()
@@ -628,7 +628,7 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 	}
 	// The offsets go out with the commit: End sends TxnOffsetCommit (group metadata included),
 	// then EndTxn; it aborts instead when a revocation or a lost assignment overtook it.
-	ctx, cancel2 := context.WithTimeout(context.Background(), p.callTimout)
+	ctx, cancel2 := context.WithTimeout(context.Background(), p.callTimeout)
 	committed, err := p.sess.End(ctx, kgo.TryCommit)
 	cancel2()
 	if err != nil {
