@@ -13,6 +13,7 @@ client is built here from its sources into the cache, once per source content.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -173,7 +174,13 @@ def manifest_dirs() -> list[Path]:
 
 def manifests() -> dict[str, Manifest]:
     """Every registered client, by name; a user's manifest cannot take a project client's
-    name."""
+    name. Read once per value of ``KAFKA_HARNESS_MANIFESTS`` (every run, spawn and CLI
+    choice asks)."""
+    return dict(_load(os.environ.get(MANIFESTS_ENV, "")))
+
+
+@functools.cache
+def _load(_dirs: str) -> dict[str, Manifest]:
     out: dict[str, Manifest] = {}
     for d in manifest_dirs():
         for m in map(parse, sorted(d.glob("*.toml"))):

@@ -82,13 +82,11 @@ class EosWorkload(Supervisor):
         self.cluster = cluster
         super().__init__(run_dir)
         self.seed_result: SeedResult | None = None
-        #: The Java processor's command line (``--client java``), resolved before the first
-        #: spawn: building the Java clients may fail, and must not fail half-way into a spawn.
-        self._java_command: list[str] | None = None
         #: What the client's manifest says it is and can do (``workloads/manifests``).
         self.manifest = client_registry.get(options.client)
-        #: A built client's command line (its manifest's ``start.eos``), built before the
-        #: first spawn for the same reason.
+        #: The processor's command line of every client but python and copier (the Java
+        #: build for ``java``, a manifest's ``start.eos`` otherwise), resolved before the first
+        #: spawn: building a client may fail, and must not fail half-way into a spawn.
         self._client_command: list[str] | None = None
 
     def __enter__(self) -> EosWorkload:
@@ -169,10 +167,6 @@ class EosWorkload(Supervisor):
             def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
                 if self.options.client == "copier":
                     return self._spawn_copier(instance, cfg, env, logf, gid)
-                if self.options.client == "java":
-                    assert self._java_command is not None
-                    argv = [*self._java_command, "--config", cfg.to_json()]
-                    return spawn_command(argv, env, logf, gid)
                 if self._client_command is not None:
                     argv = [*self._client_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
@@ -218,7 +212,7 @@ class EosWorkload(Supervisor):
         if self._monitor is not None:
             raise HarnessError("processors already started")
         if self.options.client == "java":
-            self._java_command = self.cluster.java_client_command(EOS_PROCESSOR, JVM_OPTS)
+            self._client_command = self.cluster.java_client_command(EOS_PROCESSOR, JVM_OPTS)
         elif not self.manifest.builtin:
             self._client_command = client_registry.command(self.manifest, "eos")
         self._start_children(self.options.processors, "eos-supervisor")
