@@ -9,7 +9,9 @@
 # chromium-driver (Debian packages, for the report tests), a Python
 # virtualenv in .venv with the project and its test extras, Apache Kafka's jars (Maven, from
 # Maven Central), toxiproxy's server (Go module) and the
-# franz-go (Go modules) and KafkaJS (npm) clients into ~/.cache/kafka-harness. As root on
+# franz-go (Go modules), KafkaJS and Confluent's JavaScript client (npm; the latter compiles
+# its bundled librdkafka against Debian's libssl, libsasl2, libzstd, liblz4, zlib and libcurl
+# development packages, installed here) into ~/.cache/kafka-harness. As root on
 # Debian/Ubuntu with no Docker engine answering, also Debian's docker.io and debootstrap (the
 # Docker backend builds its images from Debian packages, no registry needed) and starts dockerd.
 set -euo pipefail
@@ -37,6 +39,15 @@ fi
 if [ "$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
   echo "== installing chromium and chromium-driver (Debian packages)"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+fi
+
+# Confluent's JavaScript client builds its native addon here (its prebuilt one is on GitHub):
+# librdkafka's configure needs these libraries' headers.
+js_dev_libs="libssl-dev libsasl2-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+  && ! dpkg -s $js_dev_libs >/dev/null 2>&1; then
+  echo "== installing librdkafka's build libraries (Debian packages)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $js_dev_libs) >/dev/null
 fi
 
 engine_answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }

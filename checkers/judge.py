@@ -147,7 +147,8 @@ class Judgement:
             parts = self._run(checks)
         finally:
             self._stop_spark()
-        result = merge_verdicts(parts)
+        options = (self.ctx.config or {}).get("workload_options") or {}
+        result = merge_verdicts(parts, client=options.get("client"))
         write_results(self.run_dir, result)
         return result
 
@@ -181,14 +182,15 @@ class Judgement:
         return {c.name: parts[c.name] for c in checks if c.name in parts}
 
 
-def merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def merge_verdicts(parts: dict[str, dict[str, Any]], client: str | None = None) -> dict[str, Any]:
     """Combine the partial verdicts of the run-dir checks into the printed result.
 
     Two shapes of part exist: broker-log evidence names its anomaly types per checker
     (``anomalies`` and ``bad_anomaly_types`` inside each checker), the eos checks name them
     at part level (``anomalies`` = counts of the checks that failed, one checker per type,
     ``liveness`` beside). A part whose own ``valid`` is false always makes the run invalid,
-    whatever shape it has, so no part can be lost in the merge.
+    whatever shape it has, so no part can be lost in the merge. ``client`` (the run's, from
+    its config) limits the known findings to those of its library.
     """
     checkers: dict[str, Any] = {}
     anomalies: dict[str, int] = {}
@@ -233,7 +235,7 @@ def merge_verdicts(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
         out["stats"] = stats
     if notes:
         out["input_notes"] = notes
-    found = known_findings(out)
+    found = known_findings(out, client)
     if found:
         out["known_findings"] = found
     return out

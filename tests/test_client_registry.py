@@ -19,15 +19,19 @@ from workloads.eos_config import CLIENTS, EosOptions
 
 def test_every_manifest_reads_and_the_clients_are_the_registry_s() -> None:
     known = reg.manifests()
-    assert {"python", "java", "copier", "franz-go", "kafkajs"} <= set(known)
+    assert {"python", "java", "copier", "franz-go", "kafkajs", "confluent-js"} <= set(known)
     assert CLIENTS[0] == "python" and set(CLIENTS) == set(reg.names("eos"))
     assert set(reg.names("queue")) == {"python", "java"}
     assert "copier" not in reg.contract_clients()
-    assert {"franz-go", "kafkajs"} <= set(reg.contract_clients())
+    assert {"franz-go", "kafkajs", "confluent-js"} <= set(reg.contract_clients())
     fg = known["franz-go"]
     assert not fg.builtin and fg.build_kind == "go" and fg.start["eos"] == ("{binary}",)
     assert fg.abilities.variants == ("eos", "read-uncommitted") and fg.abilities.arm == "signal"
     assert known["java"].abilities.arm == "file" and not known["copier"].abilities.hooks
+    # The two Node clients share the contract's half of their processor (workloads/node).
+    shared = reg.PROJECT_ROOT / "workloads" / "node" / "contract.js"
+    assert known["kafkajs"].shared == known["confluent-js"].shared == (shared,)
+    assert known["confluent-js"].build_env == {"CKJS_LINKING": "dynamic"}
 
 
 @pytest.mark.parametrize(
@@ -40,6 +44,8 @@ def test_every_manifest_reads_and_the_clients_are_the_registry_s() -> None:
         (lambda t: t.replace('eos = ["{binary}"]', ""), "no start.eos"),
         (lambda t: t.replace('library = "github.com/twmb/franz-go"\n', ""), "missing key"),
         (lambda t: t + "[[[", "bad client manifest"),
+        (lambda t: t.replace("[start]", 'shared = ["nowhere.js"]\n[start]'), "is not a file"),
+        (lambda t: t.replace("[start]", "env = 3\n[start]"), "build.env must be a table"),
     ],
 )
 def test_a_bad_manifest_is_one_line(tmp_path: Path, edit, expect: str) -> None:  # type: ignore[no-untyped-def]
@@ -51,7 +57,9 @@ def test_a_bad_manifest_is_one_line(tmp_path: Path, edit, expect: str) -> None: 
 
 
 def test_an_unknown_client_names_the_registered_ones() -> None:
-    with pytest.raises(HarnessError, match="unknown client 'sarama'; registered: copier, "):
+    with pytest.raises(
+        HarnessError, match="unknown client 'sarama'; registered: confluent-js, copier, "
+    ):
         reg.get("sarama")
 
 
@@ -69,22 +77,26 @@ def test_abilities_refuse_what_the_client_cannot_do(options: dict, expect: str) 
 
 
 @pytest.mark.parametrize(
-    ("client", "says"),
+    ("client", "fresh", "setting"),
     [
-        ("franz-go", ('unknown field "colour"', "implements only eos", 'client_config "acks"')),
-        ("kafkajs", ('unknown field "colour"', "implements only eos", 'client_config "acks"')),
+        ("franz-go", True, "acks"),
+        ("kafkajs", True, "acks"),
+        # Its build compiles librdkafka (a minute): the install's build, not a fresh one.
+        ("confluent-js", False, "group.id"),
     ],
 )
 def test_a_built_client_is_built_once_and_refuses_a_bad_config_with_status_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, says: tuple[str, ...]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, fresh: bool, setting: str
 ) -> None:
-    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path / "cache"))
+    if fresh:
+        monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path / "cache"))
     m = reg.get(client)
     built = reg.ensure_built(m)
     assert built == reg.build_path(m) and built.exists()
     assert reg.ensure_built(m) == built  # the same content is never built twice
     argv = reg.command(m, "eos")
-    assert str(tmp_path / "cache") in " ".join(argv)
+    if fresh:
+        assert str(tmp_path / "cache") in " ".join(argv)
     good = {
         "instance": 1, "slot": 0, "bootstrap": "127.0.0.1:1", "input_topic": "i",
         "output_topic": "o", "output_partitions": 1, "group_id": "g",
@@ -93,9 +105,10 @@ def test_a_built_client_is_built_once_and_refuses_a_bad_config_with_status_2(
     bad_configs = [
         {**good, "colour": "blue"},
         {**good, "variant": "no-rewind"},
-        {**good, "client_config": {"acks": "1"}},
+        {**good, "client_config": {setting: "1"}},
         {k: v for k, v in good.items() if k != "group_id"},
     ]
+    says = ['unknown field "colour"', "implements only eos", f'client_config "{setting}"']
     for bad, expect in zip(bad_configs, [*says, "are required"], strict=True):
         done = subprocess.run(
             [*argv, "--config", json.dumps(bad)], capture_output=True, text=True, timeout=30

@@ -1,6 +1,6 @@
-"""The Go (franz-go) and Node.js (KafkaJS) clients judged on a real cluster: a broken variant
-on each is caught, and KafkaJS's processors made zombies commit inputs their successors
-already committed (docs/findings.md, F7), which the verdict names."""
+"""The Go (franz-go) and Node.js (KafkaJS, Confluent's JavaScript client) clients judged on a
+real cluster: a broken variant on each is caught, and KafkaJS's processors made zombies commit
+inputs their successors already committed (docs/findings.md, F7), which the verdict names."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_a_kafkajs_zombie_commits_beside_its_successor_and_the_verdict_names_f7(
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("client", ["franz-go", "kafkajs"])
+@pytest.mark.parametrize("client", ["franz-go", "kafkajs", "confluent-js"])
 def test_the_read_uncommitted_variant_of_each_new_client_is_caught(
     tmp_path: Path, client: str
 ) -> None:

@@ -40,7 +40,7 @@ _ABILITIES = {
     "transaction_versions", "variants", "group_protocols", "arm", "hooks", "zombie", "aborts",
     "client_config",
 }  # fmt: skip
-_BUILD = {"kind", "dir", "binary"}
+_BUILD = {"kind", "dir", "binary", "shared", "env"}
 #: What a build may take at most: the first one downloads the pinned modules.
 BUILD_TIMEOUT_S = 600
 
@@ -75,6 +75,11 @@ class Manifest:
     build_kind: str
     build_dir: Path | None
     binary: str | None
+    #: Files of the project copied beside an npm client's own sources at its build (code its
+    #: processor shares with other clients' processors).
+    shared: tuple[Path, ...]
+    #: Environment of the build command (a native addon's build switches).
+    build_env: dict[str, str]
     #: The processor's argv per workload, before ``--config JSON``; ``{binary}`` is the build.
     start: dict[str, tuple[str, ...]]
     abilities: Abilities
@@ -93,6 +98,12 @@ def _strings(path: Path, raw: Any, key: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise _bad(path, f"{key} must be a list of strings")
     return tuple(raw)
+
+
+def _env(path: Path, raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise _bad(path, "build.env must be a table of strings")
+    return dict(raw)
 
 
 def parse(path: Path) -> Manifest:
@@ -142,6 +153,11 @@ def parse(path: Path) -> Manifest:
             if "dir" in build
             else None,
             binary=build.get("binary"),
+            shared=tuple(
+                (PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent) / f
+                for f in _strings(path, build.get("shared", []), "build.shared")
+            ),
+            build_env=_env(path, build.get("env", {})),
             start=start,
             abilities=abilities,
             path=path,
@@ -157,6 +173,11 @@ def parse(path: Path) -> Manifest:
     if not m.builtin:
         if m.build_dir is None or (kind == "go" and not m.binary):
             raise _bad(path, "a built client needs build.dir (and build.binary for go)")
+        absent = [f for f in m.shared if not f.is_file()]
+        if absent:
+            raise _bad(path, f"build.shared: {absent[0]} is not a file")
+        if m.shared and kind != "npm":
+            raise _bad(path, "build.shared is for npm clients (node resolves modules beside them)")
         missing = [w for w in m.workloads if w not in m.start]
         if missing:
             raise _bad(path, f"no start.{missing[0]} for a workload it lists")
@@ -217,7 +238,7 @@ def _sources(m: Manifest) -> list[Path]:
         return sorted([*m.build_dir.glob("*.go"), m.build_dir / "go.mod", m.build_dir / "go.sum"])
     if m.build_kind == "npm":
         lock = [m.build_dir / "package.json", m.build_dir / "package-lock.json"]
-        return sorted([*m.build_dir.glob("*.js"), *lock])
+        return sorted([*m.build_dir.glob("*.js"), *lock, *m.shared])
     return []  # a script runs from its directory as it is
 
 
@@ -225,8 +246,9 @@ def digest(m: Manifest) -> str:
     """A short hash of the client's sources (names and contents)."""
     h = hashlib.sha256()
     for p in _sources(m):
-        assert m.build_dir is not None
-        h.update(str(p.relative_to(m.build_dir)).encode() + b"\0" + p.read_bytes() + b"\0")
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for key, value in sorted(m.build_env.items()):
+        h.update(f"{key}={value}".encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -286,7 +308,7 @@ def ensure_built(m: Manifest) -> Path:
             for src in _sources(m):  # node resolves modules beside the script: build a copy
                 shutil.copy2(src, work / src.name)
             cwd = work
-        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly", **m.build_env}
         try:
             done = subprocess.run(
                 [a.replace("{out}", str(work / out.name)) for a in argv],

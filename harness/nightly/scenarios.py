@@ -253,7 +253,8 @@ SCENARIOS: dict[str, Scenario] = {
         delayed_endtxn("bug-delayed-endtxn-java-tv0", "java", tvs=(0,), expected="invalid"),
         delayed_endtxn("fixed-delayed-endtxn-java-tv2", "java", tvs=(2,), min_kafka="4.0.0"),
         # Every client of the registry under the same faults: the client axis. KafkaJS sends
-        # no group metadata with its offsets (F7): a zombie commits beside its successor.
+        # no group metadata with its offsets (F7): a zombie commits beside its successor;
+        # Confluent's JavaScript client (librdkafka underneath) sends it: the zombie is fenced.
         eos("eos-franz-go-none", client="franz-go", time_limit=10, tvs=(0, 2)),
         eos("eos-franz-go-zombie", client="franz-go", nemesis="zombie", time_limit=30),
         eos("eos-franz-go-all", client="franz-go", nemesis="all", time_limit=60),
@@ -265,6 +266,14 @@ SCENARIOS: dict[str, Scenario] = {
             time_limit=30,
             extra=("--session-timeout-ms", "6000"),
             expected="invalid",
+        ),
+        eos("eos-confluent-js-none", client="confluent-js", time_limit=10),
+        eos(
+            "eos-confluent-js-zombie",
+            client="confluent-js",
+            nemesis="zombie",
+            time_limit=30,
+            extra=("--session-timeout-ms", "6000"),
         ),
     )
 }
@@ -315,6 +324,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "eos-franz-go-all",
         "eos-kafkajs-none",
         "bug-zombie-kafkajs",
+        "eos-confluent-js-none",
+        "eos-confluent-js-zombie",
     ),
 }
 
