@@ -30,7 +30,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     inst = ensure_installed(args.kafka_version)
     classes = ensure_built(inst)  # the install's own attempt only warns; here it is an error
-    # Every registered client with a build of its own (franz-go: Go modules; kafkajs: npm).
+    # Every registered client with a build of its own (franz-go: Go modules; kafkajs and
+    # confluent-js: npm).
     # A missing toolchain is a warning: only runs with that --client need the build.
     built = []
     for m in client_registry.manifests().values():

@@ -23,6 +23,7 @@ def _cell(version: str, scenario: str, outcome: str = "pass", **kw: Any) -> dict
         "id": f"{version}-{scenario.replace('/', '-')}",
         "version": version,
         "scenario": scenario,
+        "client": "java" if "java" in scenario else "python",
         "expected": "valid",
         "verdict": "valid" if outcome == "pass" else "invalid",
         "outcome": outcome,
@@ -111,6 +112,16 @@ def test_trends_show_what_changed_between_two_nights(two_nights: Path) -> None:
     assert java["recovery"].startswith("not recorded")
     assert series[("4.3.1", "broken-at-least-once/tv0")]["pass_rate"] == 1.0
 
+    # The client axis: a broken variant's caught duplicates are not the client's failure.
+    clients = {(c["client"], c["version"]): c for c in t["clients"]}
+    assert set(clients) == {("python", "4.3.1"), ("python", "3.9.2"), ("java", "4.3.1")}
+    py43c, py39c = clients[("python", "4.3.1")], clients[("python", "3.9.2")]
+    assert (py43c["cells"], py43c["correct_cells"], py43c["correct_pass_rate"]) == (3, 2, 1.0)
+    assert py43c["anomaly_types"] == ["duplicate"]
+    assert (py39c["correct_cells"], py39c["correct_pass_rate"]) == (2, 0.5)
+    assert py39c["anomaly_types"] == ["lost"]
+    assert [c["client"] for c in t["clients"]] == ["java", "python", "python"]
+
     new = {(e["kind"], e["version"], e["scenario"]): e for e in t["whats_new"]}
     assert set(new) == {
         ("first-failure", "3.9.2", "eos-python-kill-processor/tv0"),
@@ -132,6 +143,7 @@ def test_trends_show_what_changed_between_two_nights(two_nights: Path) -> None:
     html = out_html.read_text()
     assert "first failure of Kafka 3.9.2" in html and 'href="r/report.html"' in html
     assert 'href="matrix/20260101T021700Z/matrix.html"' in html
+    assert '<table id="clients">' in html and "<td>python</td><td>3.9.2</td>" in html
 
 
 def test_trends_command_without_matrix_runs_is_one_line(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ session helpers the checkers use (``checkers.spark``, embedded ``local[*]`` by d
 cluster via ``$KAFKA_HARNESS_SPARK_MASTER``) read them as one DataFrame, so a year of nights
 costs no more code than two.
 
-Per Kafka version and scenario (scenario = name + transaction version): pass rate, every
+Per client and Kafka version: the pass rate of its correct scenarios and the anomaly types its
+cells showed (the client axis). Per Kafka version and scenario (scenario = name + transaction
+version): pass rate, every
 anomaly type seen, throughput (median and latest records/s) and recovery time (seconds from a
 healed fault to the next committed transaction; "not recorded" for runs without faults or from
 before it was measured). "What's new tonight" compares the latest matrix run with all earlier
@@ -47,6 +49,7 @@ def cell_schema():  # type: ignore[no-untyped-def]
             T.StructField("id", T.StringType()),
             T.StructField("version", T.StringType()),
             T.StructField("scenario", T.StringType()),
+            T.StructField("client", T.StringType()),
             T.StructField("expected", T.StringType()),
             T.StructField("verdict", T.StringType()),
             T.StructField("outcome", T.StringType()),
@@ -112,6 +115,31 @@ def _series(cells: DataFrame) -> DataFrame:
         F.array_sort(
             F.collect_list(F.struct("run", "outcome", "verdict", "records_per_s", "report"))
         ).alias("history"),
+    )
+
+
+def _clients(cells: DataFrame) -> DataFrame:
+    """The client axis: per client and version, how its correct scenarios fared (a broken
+    variant or a known bug's cell says nothing of the client's own soundness) and the anomaly
+    types its cells showed, whatever their scenario."""
+    from pyspark.sql import functions as F
+
+    correct = F.col("expected") == "valid"
+    return (
+        cells.withColumn("client", F.coalesce("client", F.lit("not recorded")))
+        .groupBy("client", "version")
+        .agg(
+            F.count("*").alias("cells"),
+            F.sum(F.when(correct, 1).otherwise(0)).alias("correct_cells"),
+            F.sum(F.when(correct & (F.col("outcome") == "pass"), 1).otherwise(0)).alias(
+                "correct_passes"
+            ),
+            F.sum(F.when(F.col("outcome") == "error", 1).otherwise(0)).alias("errors"),
+            F.array_sort(F.collect_set("scenario")).alias("scenarios"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("anomaly_types")))).alias(
+                "anomaly_types"
+            ),
+        )
     )
 
 
@@ -245,6 +273,11 @@ def compute_trends(spark: SparkSession, paths: list[Path]) -> dict[str, Any]:
             else f"median {s['recovery_s_median']:.1f} s, worst {s['recovery_s_max']:.1f} s"
         )
     series.sort(key=_sort_key)
+    clients = [r.asDict(recursive=True) for r in _clients(cells).collect()]
+    for c in clients:
+        n = c["correct_cells"]
+        c["correct_pass_rate"] = round(c["correct_passes"] / n, 3) if n else None
+    clients.sort(key=lambda c: (c["client"], tuple(-x for x in KafkaVersion(c["version"]).key[:3])))
     tonight = [r.asDict(recursive=True) for r in _tonight(cells, latest).collect()]
     tonight.sort(key=_sort_key)
     cells.unpersist()
@@ -255,6 +288,7 @@ def compute_trends(spark: SparkSession, paths: list[Path]) -> dict[str, Any]:
         "latest_run": latest,
         "runs": runs,
         "series": series,
+        "clients": clients,
         "whats_new": whats_new(tonight),
     }
 
