@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from common.cache import cache_root
 from common.errors import HarnessError
+from common.staging import staged_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_DIR = Path(__file__).resolve().parent / "manifests"
@@ -300,9 +300,7 @@ def ensure_built(m: Manifest) -> Path:
         return out
     argv = _toolchain(m)
     home = out.parent if m.build_kind == "go" else out
-    home.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=home.parent, prefix=".build-"))
-    try:
+    with staged_dir(home) as work:
         cwd = m.build_dir
         if m.build_kind == "npm":
             for src in _sources(m):  # node resolves modules beside the script: build a copy
@@ -325,13 +323,8 @@ def ensure_built(m: Manifest) -> Path:
             raise HarnessError(
                 f"building client {m.name} failed: {_first_error(done.stderr + done.stdout)}"
             )
-        try:
-            work.rename(home)
-        except OSError:
-            if not out.exists():
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if not out.exists():
+        raise HarnessError(f"client {m.name}: its build {out} is incomplete")
     return out
 
 

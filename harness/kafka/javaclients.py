@@ -12,18 +12,17 @@ its own copy. A compile failure is one line: the first error javac printed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Protocol
 
 from common.errors import HarnessError
+from common.staging import staged_dir
 
 
 class Installation(Protocol):
@@ -114,9 +113,7 @@ def ensure_built(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
     if (out / MARKER).exists():
         return out / "classes"
     javac = find_javac(install.java)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out.parent, prefix=".build-"))
-    try:
+    with staged_dir(out) as work:
         t0 = time.monotonic()
         proc = subprocess.run(
             [
@@ -150,15 +147,9 @@ def ensure_built(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
                 }
             )
         )
-        with contextlib.suppress(OSError):
-            # One rename makes the build appear complete; if another builder won the race,
-            # its identical build stays and ours is discarded below.
-            os.rename(work, out)
-        if not (out / MARKER).exists():
-            raise HarnessError(f"the Java clients' build directory {out} is incomplete")
-        return out / "classes"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if not (out / MARKER).exists():
+        raise HarnessError(f"the Java clients' build directory {out} is incomplete")
+    return out / "classes"
 
 
 def java_command(
