@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,18 +46,13 @@ def test_a_kafkajs_zombie_commits_beside_its_successor_and_the_verdict_names_f7(
 @pytest.mark.cluster
 @pytest.mark.parametrize("client", ["franz-go", "kafkajs", "confluent-js"])
 def test_the_read_uncommitted_variant_of_each_new_client_is_caught(
-    tmp_path: Path, client: str
+    scenario: Any, spark: Any, client: str
 ) -> None:
     """Broken on purpose: the processors read what the seeder's aborted transactions wrote
-    (its poison values), and the checkers say so."""
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "harness", "run", "--workload", "eos", "--client", client,
-            "--variant", "read-uncommitted", "--time-limit", "8", "--seed", "1",
-            "--store", str(tmp_path),
-        ],
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = json.loads(((tmp_path / "latest").resolve() / "results.json").read_text())
-    assert results["anomalies"].get("aborted-read", 0) >= 1, results["anomalies"]
+    (its poison values), and the checkers say so. On the worker's shared cluster, with names
+    of its own (the scenario fixture of the pytest plugin)."""
+    verdict, _result, report = scenario(
+        "eos", f"ru-{client}", client=client, variant="read-uncommitted", time_limit=8
+    )
+    assert verdict["valid"] is False, report
+    assert verdict["anomalies"].get("aborted-read", 0) >= 1, (verdict["anomalies"], report)

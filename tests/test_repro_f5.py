@@ -3,6 +3,7 @@ bug on librdkafka, the Java one is the control and waits as KIP-447 asks."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,25 @@ def test_the_java_control_waits_and_starts_at_the_committed_offset(healthy_clust
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "waited: member" in proc.stdout and "started partition 0 at 5" in proc.stdout
+
+
+def test_the_javascript_reproducer_shows_f5_through_confluent_s_client(
+    healthy_cluster: Any,
+) -> None:
+    """Confluent's JavaScript client runs librdkafka (2.15.1 in the pinned 1.10.1): the same
+    steps, through its own consumer and transactional producer, reach the same bug."""
+    from workloads import client_registry
+
+    built = client_registry.ensure_built(client_registry.get("confluent-js"))
+    proc = subprocess.run(
+        ["node", str(REPRO / "f5_pending_offsets.js"), "--bootstrap", healthy_cluster.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NODE_PATH": str(built / "node_modules")},
+    )
+    assert "librdkafka 2.15.1" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "REPRODUCED" in ln]
+    assert "started partition 0 at 0 while offset 5 was pending" in line, line
