@@ -460,12 +460,28 @@ func (p *processor) start() *exit {
 		p.rec.Fail("start", value, errInfo(err, "init"))
 		return &exit{exitFatal, "init-failed"}
 	}
+	// franz-go asks for its producer id lazily, at the first produce; the contract's start
+	// is the moment the producer holds its transactional id (init_transactions elsewhere):
+	// a producer that took the id later fences this one, one that took it earlier is fenced
+	// by it. So the id is asked for here.
+	ctx, cancel := context.WithTimeout(context.Background(), p.callTimeout)
+	id, epoch, err := p.cl.ProducerID(ctx)
+	cancel()
+	if err != nil {
+		info := errInfo(err, "init")
+		p.rec.Fail("start", value, info)
+		if info["fatal"] == true {
+			return &exit{exitFenced, "init-failed"}
+		}
+		return &exit{exitFatal, "init-failed"}
+	}
 	ok := map[string]any{}
 	for k, v := range value {
 		ok[k] = v
 	}
 	ok["client"] = clientName
 	ok["client_version"] = moduleVersion()
+	ok["producer_id"], ok["producer_epoch"] = id, epoch
 	p.rec.Ok("start", ok)
 	return nil
 }
