@@ -44,6 +44,10 @@ const library = {
     p.consumer = kafka.consumer({ groupId: cfg.group_id, sessionTimeout: cfg.session_timeout_ms, heartbeatInterval: Math.max(100, Math.floor(cfg.session_timeout_ms / 10)), readUncommitted: cfg.variant === 'read-uncommitted', maxWaitTimeInMs: cfg.commit_interval_ms })
     p.admin = kafka.admin()
     await Promise.all([p.producer.connect(), p.consumer.connect(), p.admin.connect()])
+    // KafkaJS asks for the transactional producer id lazily, at the first transaction(); the
+    // contract's start is the moment the producer holds its transactional id. An empty
+    // transaction asks for it now (its abort sends nothing: no partition was added).
+    await (await p.producer.transaction()).abort()
     const ev = p.consumer.events
     p.consumer.on(ev.GROUP_JOIN, e => {
       p.memberId = e.payload.memberId || ''
