@@ -172,6 +172,8 @@ type processor struct {
 
 	txnMu       sync.Mutex
 	inTxn       int64            // the transaction in flight (0: none)
+	starting    bool             // start in flight: the session joins the group meanwhile
+	started     bool             // start completed ok
 	pending     []map[string]any // callbacks that ran during it
 	stopping    atomic.Value     // string: why the loop should end after this transaction
 	zombie      atomic.Bool
@@ -236,8 +238,10 @@ func (p *processor) rebalance(event string, parts map[string][]int32) {
 	ok := map[string]any{"event": event, "partitions": ps, "generation": gen, "member_id": member}
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	if p.inTxn != 0 {
-		ok["during_txn"] = p.inTxn
+	if p.inTxn != 0 || p.starting {
+		if p.inTxn != 0 {
+			ok["during_txn"] = p.inTxn
+		}
 		ok["callback_time"] = monotonicNS()
 		p.pending = append(p.pending, ok)
 		return
@@ -251,6 +255,18 @@ func (p *processor) txnBegins(seq int64) {
 	p.txnMu.Lock()
 	p.inTxn = seq
 	p.txnMu.Unlock()
+}
+
+// startEnded writes the callbacks held back during a start that completed ok; after a failed
+// start, whose instance exits, they are dropped (nothing follows a failed start but exit).
+func (p *processor) startEnded() {
+	p.txnMu.Lock()
+	p.starting = false
+	if !p.started {
+		p.pending = nil
+	}
+	p.txnMu.Unlock()
+	p.txnEnded()
 }
 
 func (p *processor) txnEnded() {
@@ -455,6 +471,13 @@ func (p *processor) start() *exit {
 		"output_topic": cfg.OutputTopic, "group_protocol": cfg.GroupProtocol,
 		"client_config": cc, "txn_delay_ms": cfg.TxnDelayMS,
 	}
+	// The session joins the group as soon as it exists, while start is still in flight (it
+	// asks for the producer id next): its callbacks are held back and recorded after start,
+	// as a transaction's are after the transaction.
+	p.txnMu.Lock()
+	p.starting = true
+	p.txnMu.Unlock()
+	defer p.startEnded()
 	p.rec.Invoke("start", value)
 	if err := p.makeSession(); err != nil {
 		p.rec.Fail("start", value, errInfo(err, "init"))
@@ -483,6 +506,9 @@ func (p *processor) start() *exit {
 	ok["client_version"] = moduleVersion()
 	ok["producer_id"], ok["producer_epoch"] = id, epoch
 	p.rec.Ok("start", ok)
+	p.txnMu.Lock()
+	p.started = true
+	p.txnMu.Unlock()
 	return nil
 }
 
