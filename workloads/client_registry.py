@@ -137,6 +137,8 @@ def parse(path: Path) -> Manifest:
             client_config=str(ab["client_config"]),
         )
         kind = str(build["kind"])
+        # The project's own manifests name paths of the project; a user's, paths beside it.
+        base = PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent
         start = {w: _strings(path, argv, f"start.{w}") for w, argv in raw.get("start", {}).items()}
         m = Manifest(
             name=str(raw["name"]),
@@ -147,16 +149,9 @@ def parse(path: Path) -> Manifest:
             workloads=_strings(path, raw["workloads"], "workloads"),
             contract=bool(raw["contract"]),
             build_kind=kind,
-            # The project's own manifests name directories of the project; a user's, ones
-            # beside the manifest.
-            build_dir=(PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent) / build["dir"]
-            if "dir" in build
-            else None,
+            build_dir=base / build["dir"] if "dir" in build else None,
             binary=build.get("binary"),
-            shared=tuple(
-                (PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent) / f
-                for f in _strings(path, build.get("shared", []), "build.shared")
-            ),
+            shared=tuple(base / f for f in _strings(path, build.get("shared", []), "build.shared")),
             build_env=_env(path, build.get("env", {})),
             start=start,
             abilities=abilities,

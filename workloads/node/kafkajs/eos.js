@@ -15,7 +15,7 @@
  * history format allows.
  */
 const { Kafka, logLevel } = require('kafkajs')
-const { EXIT, runProcessor } = require('./contract')
+const { EXIT, FENCED, runProcessor } = require('./contract')
 
 const LEVELS = { debug: logLevel.DEBUG, info: logLevel.INFO, warn: logLevel.WARN, error: logLevel.ERROR }
 
@@ -69,7 +69,7 @@ const library = {
   errInfo (e, stage) {
     let code = e && e.type ? e.type : (e && e.name) || 'CLIENT_ERROR'
     if (e && e.name === 'KafkaJSNonRetriableError' && e.cause && e.cause.type) code = e.cause.type
-    const fenced = ['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_NOT_FOUND'].includes(code)
+    const fenced = FENCED.has(code)
     return { stage, code, message: String((e && e.message) || e), fatal: fenced, abortable: !fenced, retriable: Boolean(e && e.retriable) }
   },
 
