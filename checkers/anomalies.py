@@ -15,7 +15,7 @@ Public API::
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
     found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
-    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT # the definitions, in report order
+    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS  # the definitions, in order
     names(types) -> tuple[str, ...]
 """
 
@@ -398,9 +398,71 @@ CONNECT: Final = (
 )
 
 
+# --- the streams checker -------------------------------------------------------------------
+# A Kafka Streams application under exactly_once_v2: every input mapped once to the output
+# topic, and a running count and sum per group key whose every committed update must equal
+# the key's inputs up to the one it came from. One checker, ``streams``; a record in an
+# example is ``{"topic", "partition", "offset", "key", "value"}`` as the final read returned
+# it; an example's ``value`` is the input value (or the group key) it is about.
+
+
+def _streams(
+    name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any
+) -> AnomalyType:
+    return AnomalyType(name, "streams", summary, counts, example, **kw)
+
+
+STREAMS: Final = (
+    _streams(
+        "lost",
+        "a committed input the application committed past, with no committed output (or no "
+        "committed aggregate update)",
+        "inputs per topic",
+        ("value", "partition", "offset", "topic", "committed"),
+    ),
+    _streams(
+        "duplicate",
+        "an input with more than one committed output (or aggregate update)",
+        "extra copies",
+        ("value", "partition", "offset", "topic", "copies", "records"),
+    ),
+    _streams(
+        "aborted-read",
+        "a committed output or aggregate update of no committed input (an aborted one)",
+        "records",
+        ("value", "topic", "records"),
+    ),
+    _streams(
+        "wrong-aggregate",
+        "a committed aggregate update not equal to its key's inputs up to the one it came from",
+        "aggregate records",
+        ("value", "kind", "key", "partition", "offset", "got", "want", "records"),
+        kinds=("counted-twice", "skipped", "wrong-sum"),
+    ),
+    _streams(
+        "wrong-final-aggregate",
+        "a key whose last committed aggregate is not the count and sum of all its inputs",
+        "keys",
+        ("value", "got", "want", "records"),
+    ),
+    _streams(
+        "changelog-mismatch",
+        "a key whose last committed changelog value is not the count and sum of its inputs",
+        "keys",
+        ("value", "got", "want", "records"),
+    ),
+    _streams(
+        "progress",
+        "the run did not finish: the application did not drain or a final read is incomplete",
+        "incomplete reads + (1 if the drain did not complete)",
+        ("reason",),
+    ),
+)
+
+
 # ------------------------------------------------------------------------------------------
 
-_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT)
+_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS)
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 

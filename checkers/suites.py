@@ -136,6 +136,14 @@ def _connect_prepare(ctx: RunContext) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _streams_run(ctx: RunContext) -> dict[str, Any]:
+    """The streams checker (Spark engine) as one checker named ``streams``."""
+    from checkers.streams.run import check_streams
+
+    result = check_streams(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+    return {"checkers": {"streams": result}}
+
+
 #: The broker-log evidence: judged on every run that has a log dump.
 EVIDENCE = RunDirCheck(
     "log_evidence", lambda d: (d / "evidence" / "logdump.jsonl").is_file(), _evidence_run
@@ -146,6 +154,7 @@ SUITES: dict[str, RunDirCheck] = {
     "eos": RunDirCheck("eos", _has_history, _eos_run, prepare=_eos_prepare),
     "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
     "connect": RunDirCheck("connect", _has_history, _connect_run, prepare=_connect_prepare),
+    "streams": RunDirCheck("streams", _has_history, _streams_run),
 }
 
 

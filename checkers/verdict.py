@@ -6,6 +6,7 @@ invalid result makes the whole invalid, an unknown one makes a valid whole unkno
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -31,3 +32,31 @@ def combine(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def unknown_result(error: str) -> dict[str, Any]:
     """The verdict when the checks could not run: never ``valid: true``."""
     return {"valid": "unknown", "error": error, "anomalies": {}, "checkers": {}}
+
+
+def checker_result(
+    checker: str,
+    types: Sequence[str],
+    counts: dict[str, int],
+    examples: dict[str, list[dict[str, Any]]],
+    stats: dict[str, Any],
+    notes: list[str],
+    max_examples: int,
+) -> dict[str, Any]:
+    """One checker's result when every type it reports is a bug (none is allowed): invalid
+    iff any of ``types`` has a count; its examples bounded by ``max_examples``."""
+    found = [t for t in types if counts.get(t, 0) > 0]
+    out: dict[str, Any] = {
+        "checker": checker,
+        "valid": not found,
+        "anomalies": {t: int(counts[t]) for t in found},
+        "anomaly_types": found,
+        "bad_anomaly_types": sorted(found),
+        "allowed_anomaly_types": [],
+        "examples": {t: examples.get(t, [])[:max_examples] for t in found},
+        "options": {"max_examples": max_examples},
+        "stats": stats,
+    }
+    if notes:
+        out["notes"] = list(notes)
+    return out

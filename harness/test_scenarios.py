@@ -216,3 +216,37 @@ def test_connect_at_least_once_source_is_caught(scenario, spark) -> None:  # typ
     )
     assert verdict["valid"] is False, f"at-least-once was not caught; report: {report}"
     assert "duplicate" in verdict["bad_anomaly_types"], _explain(verdict, result, report)
+
+
+#: The streams workload on the scenario clusters: three instances of one thread each.
+STREAMS = {"values": 3000, "partitions": 6, "processors": 3, "find_hanging": False}
+
+
+@pytest.mark.parametrize(
+    ("name", "nemesis"),
+    [
+        ("streams-kills", "kill-processor,crash-clients"),
+        ("streams-zombies", "zombie,pause-processor"),
+        ("streams-brokers", "partition,kill,pause"),
+    ],
+)
+def test_streams_is_exactly_once_under(scenario, spark, name, nemesis) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "streams", name, nemesis=nemesis, time_limit=40, interval=8, duration=8, **STREAMS
+    )
+    assert verdict["valid"] is True, _explain(verdict, result, report)
+
+
+def test_streams_at_least_once_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "streams",
+        "streams-at-least-once",
+        nemesis="kill-processor",
+        time_limit=30,
+        interval=8,
+        correct=False,
+        variant="at-least-once",
+        **STREAMS,
+    )
+    assert verdict["valid"] is False, f"at-least-once was not caught; report: {report}"
+    assert "duplicate" in verdict["bad_anomaly_types"], _explain(verdict, result, report)

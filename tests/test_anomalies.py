@@ -39,7 +39,7 @@ def test_each_engine_family_takes_its_names_from_the_definitions() -> None:
 
 
 def test_names_are_unique_per_checker_and_lookup_finds_each() -> None:
-    every = (*A.EOS, A.EOS_PROGRESS, *A.LOG_EVIDENCE, *A.QUEUE)
+    every = (*A.EOS, A.EOS_PROGRESS, *A.LOG_EVIDENCE, *A.QUEUE, *A.CONNECT, *A.STREAMS)
     keys = [(t.checker, t.name) for t in every]
     assert len(keys) == len(set(keys))
     for t in every:
@@ -92,7 +92,8 @@ def test_torn_transaction_example_is_computed_from_inputs_and_outputs() -> None:
 def test_every_type_is_documented_in_its_section() -> None:
     text = DOCS.read_text()
     sections = {
-        "eos": text[text.index("## eos workload") :],
+        "eos": text[text.index("## eos workload") : text.index("## streams workload")],
+        "streams": text[text.index("## streams workload") :],
         "log": text[text.index("## Broker log evidence") : text.index("## eos workload")],
         "queue": text[text.index("## queue workload") : text.index("## Broker log evidence")],
     }
@@ -100,6 +101,7 @@ def test_every_type_is_documented_in_its_section() -> None:
         ("eos", (*A.EOS, A.EOS_PROGRESS)),
         ("log", A.LOG_EVIDENCE),
         ("queue", A.QUEUE),
+        ("streams", A.STREAMS),
     ):
         for t in types:
             assert re.search(rf"`{re.escape(t.name)}`", sections[family]), (family, t.name)

@@ -55,6 +55,12 @@ class ClusterAccess(Protocol):
         compiled against this cluster's Kafka version; its arguments follow."""
         ...
 
+    def streams_app_command(self, jvm_opts: tuple[str, ...] = ...) -> list[str]:
+        """The command line of the streams workload's Kafka Streams application
+        (``workloads/java/streams``), built against this cluster's Kafka Streams; its
+        ``--config`` follows."""
+        ...
+
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...
 
     def client_gid(self, slot: int) -> int | None:

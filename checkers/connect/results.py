@@ -14,6 +14,7 @@ from typing import Any, Final
 from checkers.anomalies import CONNECT, names
 from checkers.connect.extract import ConnectMeta
 from checkers.connect.views import Plan
+from checkers.verdict import checker_result
 
 __all__ = [
     "ANOMALY_TYPES",
@@ -230,20 +231,7 @@ def result(
     max_examples: int,
 ) -> dict[str, Any]:
     """The verdict: invalid iff any type has a count (none is allowed)."""
-    found = [t for t in ANOMALY_TYPES if counts.get(t, 0) > 0]
-    out: dict[str, Any] = {
-        "checker": CHECKER,
-        "valid": not found,
-        "anomalies": {t: int(counts[t]) for t in found},
-        "anomaly_types": found,
-        "bad_anomaly_types": sorted(found),
-        "allowed_anomaly_types": [],
-        "examples": {t: examples.get(t, [])[:max_examples] for t in found},
-        "options": {"max_examples": max_examples},
-        "stats": stats,
-    }
-    if notes:
-        out["notes"] = list(notes)
+    out = checker_result(CHECKER, ANOMALY_TYPES, counts, examples, stats, notes, max_examples)
     if input_notes:
         out["input_notes"] = list(input_notes)
     return out

@@ -79,9 +79,11 @@ def find_javac(java: str) -> str:
     return found
 
 
-def build_dir(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
+def build_dir(
+    install: Installation, source_dir: Path = SOURCE_DIR, name: str = "java-clients"
+) -> Path:
     """Where the build of the current sources for ``install`` lives (built or not)."""
-    return install.libs_dir.parent / "java-clients" / digest(sources(source_dir), source_dir)
+    return install.libs_dir.parent / name / digest(sources(source_dir), source_dir)
 
 
 class BuildError(HarnessError):
@@ -102,14 +104,21 @@ def _first_error(output: str) -> str:
     return lines[0] if lines else "javac failed without output"
 
 
-def ensure_built(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
+def ensure_built(
+    install: Installation,
+    source_dir: Path = SOURCE_DIR,
+    name: str = "java-clients",
+    extra_classpath: tuple[str, ...] = (),
+) -> Path:
     """The classes directory of the Java clients for ``install``, compiling them if needed.
 
     Idempotent and safe to call from several processes at once; raises a one-line
     :class:`HarnessError` when the sources do not compile against this Kafka version.
+    ``name`` and ``extra_classpath``: another source tree built the same way beside them
+    (the Streams application, against the clients' classes and Kafka Streams' jars).
     """
     paths = sources(source_dir)
-    out = install.libs_dir.parent / "java-clients" / digest(paths, source_dir)
+    out = build_dir(install, source_dir, name)
     if (out / MARKER).exists():
         return out / "classes"
     javac = find_javac(install.java)
@@ -126,7 +135,7 @@ def ensure_built(install: Installation, source_dir: Path = SOURCE_DIR) -> Path:
                 "-d",
                 str(work / "classes"),
                 "-cp",
-                install.classpath,
+                os.pathsep.join([*extra_classpath, install.classpath]),
                 *map(str, paths),
             ],
             capture_output=True,

@@ -245,6 +245,37 @@ SCENARIOS: dict[str, Scenario] = {
             nemesis_interval=12,
             expected="invalid",
         ),
+        # Kafka Streams under exactly_once_v2: instances killed, paused past their session
+        # timeout and crashed, broker faults; at_least_once double-counts after kills.
+        Scenario(
+            "streams-all",
+            workload="streams",
+            client="java",
+            nemesis="all",
+            time_limit=60,
+            nemesis_interval=8,
+            nemesis_duration=8,
+        ),
+        Scenario(
+            "streams-instance-faults",
+            workload="streams",
+            client="java",
+            nemesis="kill-processor,zombie,crash-clients",
+            time_limit=45,
+            nemesis_interval=6,
+            nemesis_duration=8,
+        ),
+        Scenario(
+            "broken-streams-at-least-once",
+            workload="streams",
+            flags=("--variant", "at-least-once"),
+            client="java",
+            variant="at-least-once",
+            nemesis="kill-processor",
+            time_limit=30,
+            nemesis_interval=8,
+            expected="invalid",
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -300,14 +331,18 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "connect-all",
         "connect-worker-faults",
         "broken-connect-at-least-once",
+        "streams-all",
+        "broken-streams-at-least-once",
     ),
     "broken": (
         "broken-read-uncommitted",
         "broken-at-least-once",
         "broken-offsets-outside-txn",
         "broken-connect-at-least-once",
+        "broken-streams-at-least-once",
     ),
     "connect": ("connect-all", "connect-worker-faults", "broken-connect-at-least-once"),
+    "streams": ("streams-all", "streams-instance-faults", "broken-streams-at-least-once"),
     "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
     # A Kafka or client release that fixes or re-breaks one shows in ``trends``.
     "known-bugs": (

@@ -18,11 +18,11 @@ from common.errors import HarnessError
 from common.settings import parse_settings
 from harness.kafka.versions import KafkaVersion
 from harness.run.drive import Workload
-from harness.run.drivers import connect, eos, queue
+from harness.run.drivers import connect, eos, queue, streams
 from harness.run.options import RunOptions
 from workloads.spec import Option, WorkloadSpec
 
-BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD, connect.WORKLOAD)
+BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD, connect.WORKLOAD, streams.WORKLOAD)
 
 _REGISTRY: dict[str, Workload] = {w.name: w for w in BUILTIN}
 #: The workload of a run that does not say (``--workload``'s default, and a run stored before

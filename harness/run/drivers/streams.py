@@ -1,0 +1,129 @@
+"""The streams workload's driver: seed, run K Streams instances under faults, drain, tally.
+
+Phases as the eos driver's: topics, instances up and their group stable, the nemeses while
+the seeder feeds the input for the time limit, then the drain, the instances stopped and the
+final reads. The tally is plain counts from the final read_committed reads; what they mean
+is the ``streams`` checker's to say.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.run.drive import Drive, Outcome, RunSummary, Workload
+from harness.run.drivers.eos import WorkloadClients
+from history.streams_records import (
+    H_SRC_OFFSET,
+    H_SRC_PARTITION,
+    H_SRC_VALUE,
+    group_key,
+    parse_aggregate,
+)
+from workloads.streams import SPEC, StreamsWorkload
+
+if TYPE_CHECKING:
+    from history import Op
+
+
+@dataclass
+class StreamsClients(WorkloadClients):
+    """The instances as nemeses see them: no commit-time pause, no hooks, and client crashes
+    spaced for JVMs that restore state before they work again."""
+
+    crash_interval_s: float = StreamsWorkload.crash_interval_s
+
+
+def drive(d: Drive) -> Outcome:
+    o = d.options.workload_options
+    with StreamsWorkload(o, d.cluster, d.run_dir) as workload:
+        clients = StreamsClients(
+            workload,
+            d.cluster.bootstrap,
+            o.group_id,
+            o.input_topic,
+            o.output_topic,
+            o.session_timeout_ms / 1000,
+            o.transaction_timeout_ms / 1000,
+            pause_at_commit=False,
+            hooks=False,
+        )
+        try:
+            workload.setup()
+            workload.start_processors()
+            workload.wait_stable(timeout=120 + o.session_timeout_ms / 1000)
+            with d.faults(workload, clients):
+                workload.seed(d.options.time_limit, threading.Event())
+            drained = workload.finish()
+        finally:
+            workload.close()
+    seeded = workload.seed_result.seconds if workload.seed_result else 0
+    return Outcome(drained, {"seeded_seconds": round(seeded, 3)})
+
+
+def tally(ops: Iterable[Op]) -> dict[str, Any]:
+    """From the final read_committed reads: outputs, inputs output more than once, seeded
+    inputs missing; aggregate keys whose last committed aggregate equals their inputs'."""
+    seeded: dict[tuple[int, int], str] = {}
+    outputs: Counter[tuple[str | None, str | None]] = Counter()
+    last: dict[str, tuple[int, tuple[int, int] | None]] = {}
+    topics: dict[str, str] = {}
+    groups = 4
+    complete = True
+    for op in ops:
+        value = op.get("value")
+        if op["process"] == "seeder" and op["f"] == "send" and op["type"] in ("ok", "info"):
+            for v, p, offset in value["values"]:
+                if offset is not None:
+                    seeded[(p, offset)] = v
+        elif op["process"] == "final" and op["f"] == "read" and op["type"] != "invoke":
+            if value["isolation"] != "read_committed":
+                continue
+            complete = complete and op["type"] == "ok"
+            kind = topics.get(value["topic"])
+            for offset, key, raw, headers in value["records"]:
+                src = (headers.get(H_SRC_PARTITION), headers.get(H_SRC_OFFSET))
+                if kind == "aggregate" and key is not None:
+                    if key not in last or last[key][0] < offset:
+                        last[key] = (offset, parse_aggregate(raw))
+                elif kind == "output" and headers.get(H_SRC_VALUE) is not None:
+                    outputs[src] += 1
+        if not topics and isinstance(value, dict) and "aggregate_topic" in value:
+            topics = {value["output_topic"]: "output", value["aggregate_topic"]: "aggregate"}
+            groups = int(value.get("groups", groups))
+    expected: dict[str, tuple[int, int]] = {}
+    for (p, _offset), v in seeded.items():
+        k = group_key(v, p, groups)
+        c, s = expected.get(k, (0, 0))
+        expected[k] = (c + 1, s + int(v[1:]))
+    right = sum(1 for k, want in expected.items() if last.get(k, (0, None))[1] == want)
+    covered = {(str(p), str(o)) for p, o in seeded}
+    return {
+        "seeded": len(seeded),
+        "committed_outputs": sum(outputs.values()),
+        "duplicates": sum(n - 1 for n in outputs.values() if n > 1),
+        "missing": len(covered - set(outputs)),
+        "keys": len(expected),
+        "keys_right": right,
+        "complete_read": complete,
+    }
+
+
+def tally_line(s: dict[str, Any]) -> str:
+    return (
+        f"final read: {s['seeded']} seeded, {s['committed_outputs']} committed outputs, "
+        f"{s['duplicates']} duplicated, {s['missing']} missing; {s['keys_right']} of "
+        f"{s['keys']} aggregate keys end at their inputs' count and sum"
+        + ("" if s["complete_read"] else " (final read incomplete)")
+    )
+
+
+def summarize(ops: list[Op]) -> RunSummary:
+    t = tally(ops)
+    return RunSummary(t, tally_line(t))
+
+
+WORKLOAD = Workload(SPEC, drive, summarize)

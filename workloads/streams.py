@@ -1,0 +1,207 @@
+"""The streams workload: a Kafka Streams application under exactly_once_v2, under faults.
+
+K instances of the project's own Streams application (``workloads/java/streams``, compiled
+against the run's Kafka Streams, each instance an OS process that faults pause, kill and cut
+off like an eos processor) read the seeder's input in one application (one consumer group),
+map every input to the output topic and keep a running count and sum per group key in a
+RocksDB store with its changelog, writing every update to the aggregate topic. The seeder,
+the drain and the supervision are the eos workload's; what differs is what an instance is,
+and what the final state reads: both outputs and the changelog, at both isolation levels.
+What those records must satisfy is in docs/history-format.md, workload "streams"; the
+``streams`` checker suite judges it.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from common.errors import HarnessError
+from common.waits import wait_for
+from history import Recorder
+from workloads import eos_final
+from workloads.eos import EosWorkload
+from workloads.java_clients import JVM_OPTS
+from workloads.processes import Child, child_env, spawn_command
+from workloads.spec import Figures, Option, ReportSpec, Variant, WorkloadSpec
+from workloads.streams_config import VARIANTS, StreamsOptions
+
+if TYPE_CHECKING:
+    from workloads.base import ClusterAccess as Cluster
+
+log = logging.getLogger("workloads.streams")
+
+#: A Streams instance holds a consumer, a producer per thread, a restore consumer and
+#: RocksDB's native memory (outside the heap).
+INSTANCE_JVM_OPTS = ("-Xms64m", "-Xmx320m", *JVM_OPTS[2:])
+
+
+class StreamsWorkload(EosWorkload):
+    """One streams run's client side: the application instances (kept alive per slot), the
+    seeder, the drain and the final reads. Use as a context manager.
+
+    As nemeses see it (``nemeses.control.ClientControl``) an instance is a "processor" that
+    pause, zombie, kill, crash and cut faults act on. It names no transactional ids (Streams
+    derives them from a process id it keeps to itself), so ``hijack`` has nothing to fence,
+    and it has no hook points.
+    """
+
+    #: An instance JVM starts, restores its state and rejoins in several seconds; kills
+    #: every 8 s would keep the group rebalancing for good.
+    crash_interval_s = 20.0
+
+    def __init__(self, options: StreamsOptions, cluster: Cluster, run_dir: Path) -> None:
+        super().__init__(options, cluster, run_dir)  # type: ignore[arg-type]
+        self.options: StreamsOptions = options  # type: ignore[assignment]
+        self.state_root = self.run_dir / "streams-state"
+
+    def setup(self) -> None:
+        """Input, output and aggregate topics of P partitions (Streams makes its changelog)."""
+        o = self.options
+        for topic in (o.input_topic, o.output_topic, o.aggregate_topic):
+            self.cluster.ensure_topic(topic, o.partitions, timeout=60)
+
+    def _supervisor_meta(self) -> dict[str, Any]:
+        return {"workload": "streams", "role": "supervisor", **self.options.to_dict()}
+
+    def _spawn(self, slot: int, replaces: int | None = None) -> Child:
+        with self._lock:
+            instance = self._allocate_process()
+            # A slot keeps its state directory, as a restarted instance on its machine would.
+            state_dir = self.state_root / f"slot-{slot}"
+            state_dir.mkdir(parents=True, exist_ok=True)
+            cfg = self.options.instance_config(
+                instance,
+                slot,
+                self.cluster.bootstrap,
+                str(self.processes_dir / f"{instance}.jsonl"),
+                str(state_dir),
+            )
+            env = child_env(self.cluster.env)
+            assert self._client_command is not None
+            argv = [*self._client_command, "--config", cfg.to_json()]
+
+            def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
+                return spawn_command(argv, env, logf, gid)
+
+            log_path = self.logs_dir / f"instance-{instance}.log"
+            return self._launch(slot, instance, replaces, None, log_path, start)
+
+    def start_processors(self) -> None:
+        """Start K instances (slots 0..K-1) and the thread that keeps K alive."""
+        if self._monitor is not None:
+            raise HarnessError("instances already started")
+        self._client_command = self.cluster.streams_app_command(INSTANCE_JVM_OPTS)
+        self._start_children(self.options.processors, "streams-supervisor")
+
+    def wait_stable(self, timeout: float = 60.0) -> None:
+        """Wait until the application's group is Stable with every instance's threads."""
+        group = self.options.group_id
+        want = self.options.processors * self.options.threads
+
+        def stable() -> bool:
+            try:
+                state, members = eos_final.group_state(self.cluster, group)
+            except eos_final.ReaderCrashed:
+                return False
+            return state == "STABLE" and members == want
+
+        wait_for(stable, timeout=timeout, what=f"application {group} stable with {want} members")
+
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        raise HarnessError("the streams workload has no hook points")
+
+    def final_state(self, rec: Recorder) -> None:
+        """The input, both outputs and the changelog at both isolation levels (the input as
+        read is what the application consumed, seeds whose acknowledgement was lost
+        included), the application's committed offsets, the watermarks and any hanging
+        transaction."""
+        o = self.options
+        bootstrap = self.cluster.internal_bootstrap
+        written = (o.output_topic, o.aggregate_topic, o.changelog_topic)
+        for topic in written:
+            eos_final.record_settle(rec, bootstrap, topic, o.partitions, o.transaction_timeout_ms)
+        for topic in (o.input_topic, *written):
+            eos_final.record_reads(rec, bootstrap, topic, o.partitions)
+        eos_final.record_group_offsets(rec, self.cluster, o.group_id)
+        for topic in (o.input_topic, *written):
+            eos_final.record_watermarks(rec, bootstrap, topic, o.partitions)
+        if o.find_hanging:
+            eos_final.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
+
+    def finish(self) -> bool:
+        """Drain, stop the instances, record the final state; False if the drain timed out."""
+        with Recorder(
+            self.processes_dir / "final.jsonl",
+            "final",
+            meta={"workload": "streams", "role": "final"},
+        ) as rec:
+            drained = self.drain(rec)
+            self.stop_processors()
+            self.final_state(rec)
+        return drained
+
+
+# --- the workload's declaration (harness.run.workloads composes it with its driver) -----
+
+
+def _outputs(op: Mapping[str, Any]) -> int | None:
+    """Records the application wrote, as the final reads count them (none during the run:
+    Streams' transactions are its own)."""
+    return None
+
+
+def _seeded_values(op: Mapping[str, Any]) -> int | None:
+    value = op.get("value")
+    if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
+        return None
+    return len(value.get("values") or [])
+
+
+def _state(op: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """A state transition of an instance is what the report lists as its rebalances."""
+    if op.get("f") != "state" or not isinstance(op.get("value"), dict):
+        return None
+    return f"{op['value'].get('old')} -> {op['value'].get('new')}", op["process"]
+
+
+SPEC = WorkloadSpec(
+    name="streams",
+    description="a Kafka Streams application under exactly_once_v2 (KIP-447)",
+    options_type=StreamsOptions,
+    cli=(
+        Option("--variant", "variant", "eos or at-least-once", choices=VARIANTS),
+        Option("--processors", "processors", "instances kept alive", int, metavar="K"),
+        Option("--partitions", "partitions", "input and output partitions", int, metavar="P"),
+        Option("--values", "values", "values to seed", int, metavar="N"),
+        Option("--commit-interval-ms", "commit_interval_ms", type=int, metavar="MS"),
+        Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
+        Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
+        Option("--stream-threads", "threads", "num.stream.threads per instance", int),
+        Option("--standby-replicas", "standby", "num.standby.replicas (0, 1, 2)", int),
+        Option("--groups", "groups", "group keys per input partition", int, metavar="G"),
+        Option(
+            "--client-config",
+            "client_config",
+            "a Kafka Streams setting of every instance (repeatable)",
+            action="settings",
+        ),
+    ),
+    checker_suites=("streams",),
+    isolate=lambda tag: {"name_suffix": f"-{tag}"},
+    figures=Figures(
+        throughput=lambda: _outputs,
+        fed=lambda: _seeded_values,
+        throughput_label="records/s",
+        title="seeded input, with fault bands",
+    ),
+    report=ReportSpec(assignment=_state, assignments_title="Instance state transitions"),
+    variants=(
+        Variant("eos"),
+        Variant("at-least-once", {"variant": "at-least-once"}, expect="duplicate"),
+    ),
+    load_started=lambda op: op["process"] == "seeder" and op["f"] == "send",
+)
