@@ -180,8 +180,8 @@ def test_a_real_at_least_once_run_under_kills_is_caught_by_both_engines(
 def test_a_real_exactly_once_run_under_kills_and_a_zombie_is_valid_in_both_engines(
     spark: Any, tmp_path: Path
 ) -> None:
-    """Kafka 4.4.0, two instances, exactly_once_v2, SIGKILLs and a zombie (paused past its
-    session timeout) every 6 s: every input once, every update right."""
+    """Kafka 4.4.0, two instances, exactly_once_v2, an instance SIGKILLed and one paused past
+    its session timeout (seed 7): every input once, every update right."""
     facts = read_facts(_kept("streams-eos-kills-zombie", tmp_path) / "history.jsonl")
     result = both(spark, facts)
     assert result["valid"] is True, result

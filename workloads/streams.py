@@ -21,13 +21,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from common.errors import HarnessError
 from common.waits import wait_for
-from history import Recorder
+from history import HistoryError, Recorder, read_process_file
 from workloads import eos_final
 from workloads.eos import EosWorkload
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, child_env, spawn_command
-from workloads.spec import Figures, Option, ReportSpec, Variant, WorkloadSpec
-from workloads.streams_config import VARIANTS, StreamsOptions
+from workloads.spec import Figures, Option, Variant, WorkloadSpec
+from workloads.streams_config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
+from workloads.streams_report import REPORT
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
@@ -98,7 +99,10 @@ class StreamsWorkload(EosWorkload):
         self._start_children(self.options.processors, "streams-supervisor")
 
     def wait_stable(self, timeout: float = 60.0) -> None:
-        """Wait until the application's group is Stable with every instance's threads."""
+        """Wait until the application is ready: on the classic protocol its group Stable
+        with every instance's threads; on the streams protocol (a group the consumer-group
+        admin calls do not describe) every live instance RUNNING with tasks, each input
+        partition's task active on exactly one thread (from the instances' own histories)."""
         group = self.options.group_id
         want = self.options.processors * self.options.threads
 
@@ -109,7 +113,20 @@ class StreamsWorkload(EosWorkload):
                 return False
             return state == "STABLE" and members == want
 
-        wait_for(stable, timeout=timeout, what=f"application {group} stable with {want} members")
+        ready = stable if self.options.group_protocol == "classic" else self._tasks_settled
+        wait_for(ready, timeout=timeout, what=f"application {group} ready with {want} threads")
+
+    def _tasks_settled(self) -> bool:
+        live = self._live()
+        if len(live) < self.options.processors:
+            return False
+        active: list[str] = []
+        for instance in live:
+            state, tasks = last_state_and_tasks(self.processes_dir / f"{instance}.jsonl")
+            if state != "RUNNING" or tasks is None:
+                return False
+            active += [t for thread in tasks for t in thread.get("active") or []]
+        return len(active) == len(set(active)) == self.options.partitions
 
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         raise HarnessError("the streams workload has no hook points")
@@ -145,6 +162,25 @@ class StreamsWorkload(EosWorkload):
         return drained
 
 
+def last_state_and_tasks(path: Path) -> tuple[str | None, list[dict[str, Any]] | None]:
+    """An instance's last recorded state and its threads' tasks at its last RUNNING (None
+    for what it has not recorded yet)."""
+    state: str | None = None
+    tasks: list[dict[str, Any]] | None = None
+    try:
+        _header, ops, _notes = read_process_file(path)
+    except (OSError, HistoryError):
+        return None, None
+    for op in ops:
+        if op["type"] != "ok" or not isinstance(op.get("value"), dict):
+            continue
+        if op["f"] == "state":
+            state = op["value"].get("new")
+        elif op["f"] == "tasks":
+            tasks = list(op["value"].get("threads") or [])
+    return state, tasks
+
+
 # --- the workload's declaration (harness.run.workloads composes it with its driver) -----
 
 
@@ -159,13 +195,6 @@ def _seeded_values(op: Mapping[str, Any]) -> int | None:
     if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
         return None
     return len(value.get("values") or [])
-
-
-def _state(op: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """A state transition of an instance is what the report lists as its rebalances."""
-    if op.get("f") != "state" or not isinstance(op.get("value"), dict):
-        return None
-    return f"{op['value'].get('old')} -> {op['value'].get('new')}", op["process"]
 
 
 SPEC = WorkloadSpec(
@@ -184,6 +213,12 @@ SPEC = WorkloadSpec(
         Option("--standby-replicas", "standby", "num.standby.replicas (0, 1, 2)", int),
         Option("--groups", "groups", "group keys per input partition", int, metavar="G"),
         Option(
+            "--group-protocol",
+            "group_protocol",
+            "classic, or streams (KIP-1071, Kafka >= 4.2)",
+            choices=GROUP_PROTOCOLS,
+        ),
+        Option(
             "--client-config",
             "client_config",
             "a Kafka Streams setting of every instance (repeatable)",
@@ -191,6 +226,7 @@ SPEC = WorkloadSpec(
         ),
     ),
     checker_suites=("streams",),
+    needs_kafka=lambda o: protocol_needs(o.group_protocol),
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     figures=Figures(
         throughput=lambda: _outputs,
@@ -198,7 +234,7 @@ SPEC = WorkloadSpec(
         throughput_label="records/s",
         title="seeded input, with fault bands",
     ),
-    report=ReportSpec(assignment=_state, assignments_title="Instance state transitions"),
+    report=REPORT,
     variants=(
         Variant("eos"),
         Variant("at-least-once", {"variant": "at-least-once"}, expect="duplicate"),

@@ -18,6 +18,19 @@ from common.errors import HarnessError
 #: broken-on-purpose variant (``at_least_once``): hard kills make it process inputs twice.
 VARIANTS = ("eos", "at-least-once")
 GUARANTEES = {"eos": "exactly_once_v2", "at-least-once": "at_least_once"}
+#: ``group.protocol`` of the instances: the classic protocol, or KIP-1071's streams
+#: rebalance protocol (the broker assigns the tasks).
+GROUP_PROTOCOLS = ("classic", "streams")
+STREAMS_PROTOCOL_SINCE = "4.2.0"
+
+
+def protocol_needs(group_protocol: str) -> tuple[str, str] | None:
+    """The oldest Kafka a group protocol runs on, and what needs it (``WorkloadSpec``)."""
+    if group_protocol == "streams":
+        return STREAMS_PROTOCOL_SINCE, "--group-protocol streams"
+    return None
+
+
 #: The state store's name in the application (its changelog is
 #: ``<application id>-aggregates-changelog``).
 STORE = "aggregates"
@@ -137,10 +150,9 @@ class StreamsOptions:
             raise HarnessError("--commit-interval-ms must be positive")
         if self.session_timeout_ms < 1000 or self.transaction_timeout_ms < 1000:
             raise HarnessError("session and transaction timeouts must be at least 1000 ms")
-        if self.group_protocol != "classic":
+        if self.group_protocol not in GROUP_PROTOCOLS:
             raise HarnessError(
-                f"--group-protocol {self.group_protocol}: the streams workload runs the "
-                "classic protocol"
+                f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)} for streams"
             )
         if self.client != "java":
             raise HarnessError("--client: the streams workload runs Kafka Streams (Java)")
@@ -171,6 +183,8 @@ class StreamsOptions:
 
     def name_parts(self) -> list[str]:
         parts = [] if self.variant == "eos" else [self.variant]
+        if self.group_protocol != "classic":
+            parts.append(f"{self.group_protocol}-protocol")
         if self.threads != 1:
             parts.append(f"t{self.threads}")
         if self.standby:

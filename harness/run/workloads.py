@@ -103,10 +103,15 @@ def add_workload_flags(
     reads it. ``settings`` flags are repeatable ``KEY=VALUE`` (read by
     :func:`workload_values`)."""
     readers: dict[str, list[str]] = {}
+    #: A shared flag takes what any of its workloads takes; each workload refuses the rest.
+    choices: dict[str, list[Any]] = {}
     for w in _REGISTRY.values():
         if names is None or w.name in names:
             for o in w.spec.cli:
                 readers.setdefault(o.dest, []).append(f"{w.name}: {o.help}" if o.help else w.name)
+                for c in o.choices or ():
+                    if c not in choices.setdefault(o.dest, []):
+                        choices[o.dest].append(c)
     for o in _flags(names):
         if o.flag in skip:
             continue
@@ -121,7 +126,7 @@ def add_workload_flags(
             kwargs["type"] = o.type
             kwargs["metavar"] = o.metavar
             if o.choices:
-                kwargs["choices"] = o.choices
+                kwargs["choices"] = choices[o.dest]
         p.add_argument(o.flag, **kwargs)
 
 
