@@ -223,16 +223,24 @@ STREAMS = {"values": 3000, "partitions": 6, "processors": 3, "find_hanging": Fal
 
 
 @pytest.mark.parametrize(
-    ("name", "nemesis"),
+    ("name", "nemesis", "protocol"),
     [
-        ("streams-kills", "kill-processor,crash-clients"),
-        ("streams-zombies", "zombie,pause-processor"),
-        ("streams-brokers", "partition,kill,pause"),
+        ("streams-kills", "kill-processor,crash-clients", "classic"),
+        ("streams-zombies", "zombie,pause-processor", "streams"),
+        ("streams-brokers", "partition,kill,pause", "classic"),
     ],
 )
-def test_streams_is_exactly_once_under(scenario, spark, name, nemesis) -> None:  # type: ignore[no-untyped-def]
+def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, protocol) -> None:  # type: ignore[no-untyped-def]
+    """Zombies on KIP-1071's streams protocol too: the broker assigns the tasks there."""
     verdict, result, report = scenario(
-        "streams", name, nemesis=nemesis, time_limit=40, interval=8, duration=8, **STREAMS
+        "streams",
+        name,
+        nemesis=nemesis,
+        time_limit=40,
+        interval=8,
+        duration=8,
+        group_protocol=protocol,
+        **STREAMS,
     )
     assert verdict["valid"] is True, _explain(verdict, result, report)
 

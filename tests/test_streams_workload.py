@@ -11,7 +11,7 @@ import pytest
 from common.errors import HarnessError
 from harness.run.drivers.streams import tally
 from history import Recorder
-from workloads.streams import SPEC, last_state_and_tasks
+from workloads.streams import SPEC, instance_facts
 from workloads.streams_config import StreamsOptions
 from workloads.streams_report import carried, describe
 
@@ -49,7 +49,7 @@ def test_the_instance_config_carries_the_guarantee_and_leaves_defaults_to_stream
     assert cfg["guarantee"] == "at_least_once"
     assert cfg["commit_interval_ms"] is None  # Streams' own default for the guarantee
     assert cfg["group_protocol"] == "streams" and cfg["application_id"] == "streams-app"
-    assert SPEC.needs_kafka(o) == ("4.2.0", "--group-protocol streams")
+    assert SPEC.needs_kafka(o) == ("4.3.0", "--group-protocol streams")
     assert SPEC.needs_kafka(StreamsOptions()) is None
 
 
@@ -57,18 +57,22 @@ def test_readiness_reads_the_last_state_and_the_tasks_at_the_last_running(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "0.jsonl"
-    assert last_state_and_tasks(path) == (None, None)
+    assert instance_facts(path).state is None
     with Recorder(path, 0, meta={"workload": "streams"}) as rec:
+        rec.invoke("start", {"instance": 0})
+        rec.ok("start", {"instance": 0, "transactional_ids": ["app-uuid-1", "app-uuid-2"]})
         for old, new in (("CREATED", "REBALANCING"), ("REBALANCING", "RUNNING")):
             rec.invoke("state", {"old": old, "new": new})
             rec.ok("state", {"old": old, "new": new})
         threads = [{"thread": "t1", "active": ["0_0", "0_1"], "standby": []}]
         rec.invoke("tasks", {"threads": threads})
         rec.ok("tasks", {"threads": threads})
-        assert last_state_and_tasks(path) == ("RUNNING", threads)
+        facts = instance_facts(path)
+        assert (facts.state, facts.tasks) == ("RUNNING", threads)
+        assert facts.transactional_ids == ["app-uuid-1", "app-uuid-2"]
         rec.invoke("state", {"old": "RUNNING", "new": "REBALANCING"})
         rec.ok("state", {"old": "RUNNING", "new": "REBALANCING"})
-    assert last_state_and_tasks(path)[0] == "REBALANCING"
+    assert instance_facts(path).state == "REBALANCING"
 
 
 def _read(topic: str, records: list[list[object]]) -> dict[str, object]:

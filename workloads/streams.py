@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -122,11 +123,21 @@ class StreamsWorkload(EosWorkload):
             return False
         active: list[str] = []
         for instance in live:
-            state, tasks = last_state_and_tasks(self.processes_dir / f"{instance}.jsonl")
-            if state != "RUNNING" or tasks is None:
+            facts = instance_facts(self.processes_dir / f"{instance}.jsonl")
+            if facts.state != "RUNNING" or facts.tasks is None:
                 return False
-            active += [t for thread in tasks for t in thread.get("active") or []]
+            active += [t for thread in facts.tasks for t in thread.get("active") or []]
         return len(active) == len(set(active)) == self.options.partitions
+
+    def transactional_ids(self) -> dict[int, str]:
+        """Live instances' first thread producer's transactional id (what a hijack takes
+        over), from their ``start`` ops; none under at_least_once."""
+        out: dict[int, str] = {}
+        for instance in self._live():
+            tids = instance_facts(self.processes_dir / f"{instance}.jsonl").transactional_ids
+            if tids:
+                out[instance] = tids[0]
+        return out
 
     def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
         raise HarnessError("the streams workload has no hook points")
@@ -162,23 +173,33 @@ class StreamsWorkload(EosWorkload):
         return drained
 
 
-def last_state_and_tasks(path: Path) -> tuple[str | None, list[dict[str, Any]] | None]:
-    """An instance's last recorded state and its threads' tasks at its last RUNNING (None
-    for what it has not recorded yet)."""
+@dataclass
+class InstanceFacts:
+    """What an instance's own history says so far: its last state, its threads' tasks at its
+    last RUNNING, its thread producers' transactional ids (None: not recorded yet)."""
+
     state: str | None = None
     tasks: list[dict[str, Any]] | None = None
+    transactional_ids: list[str] | None = None
+
+
+def instance_facts(path: Path) -> InstanceFacts:
+    facts = InstanceFacts()
     try:
         _header, ops, _notes = read_process_file(path)
     except (OSError, HistoryError):
-        return None, None
+        return facts
     for op in ops:
         if op["type"] != "ok" or not isinstance(op.get("value"), dict):
             continue
+        value = op["value"]
         if op["f"] == "state":
-            state = op["value"].get("new")
+            facts.state = value.get("new")
         elif op["f"] == "tasks":
-            tasks = list(op["value"].get("threads") or [])
-    return state, tasks
+            facts.tasks = list(value.get("threads") or [])
+        elif op["f"] == "start":
+            facts.transactional_ids = [str(t) for t in value.get("transactional_ids") or []]
+    return facts
 
 
 # --- the workload's declaration (harness.run.workloads composes it with its driver) -----
@@ -215,7 +236,7 @@ SPEC = WorkloadSpec(
         Option(
             "--group-protocol",
             "group_protocol",
-            "classic, or streams (KIP-1071, Kafka >= 4.2)",
+            "classic, or streams (KIP-1071, Kafka >= 4.3)",
             choices=GROUP_PROTOCOLS,
         ),
         Option(

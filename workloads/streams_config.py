@@ -21,7 +21,7 @@ GUARANTEES = {"eos": "exactly_once_v2", "at-least-once": "at_least_once"}
 #: ``group.protocol`` of the instances: the classic protocol, or KIP-1071's streams
 #: rebalance protocol (the broker assigns the tasks).
 GROUP_PROTOCOLS = ("classic", "streams")
-STREAMS_PROTOCOL_SINCE = "4.2.0"
+STREAMS_PROTOCOL_SINCE = "4.3.0"
 
 
 def protocol_needs(group_protocol: str) -> tuple[str, str] | None:

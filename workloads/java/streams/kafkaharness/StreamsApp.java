@@ -1,6 +1,10 @@
 package kafkaharness;
 
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -10,6 +14,8 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serdes;
@@ -266,6 +272,18 @@ public final class StreamsApp {
             System.err.println("error: " + e.getMessage());
             return EXIT_BAD_CONFIG;
         }
+        // Streams keeps its process id in the state directory (a restarted instance of the
+        // slot reuses it); under exactly_once_v2 thread i's producer is
+        // <application id>-<process id>-<i>: what a hijack fault takes over.
+        String processId = processId();
+        start.put("process_id", processId);
+        List<Object> tids = new ArrayList<>();
+        if (processId != null && cfg.str("guarantee").equals("exactly_once_v2")) {
+            for (long i = 1; i <= cfg.integer("threads"); i++) {
+                tids.add(cfg.str("application_id") + "-" + processId + "-" + i);
+            }
+        }
+        start.put("transactional_ids", tids);
         streams.setStateListener((now, old) -> {
             record("state", Json.obj("old", old.name(), "new", now.name()));
             if (now == KafkaStreams.State.RUNNING) {
@@ -309,6 +327,18 @@ public final class StreamsApp {
             rec.close();
         }
         return code;
+    }
+
+    private String processId() {
+        Path file = Paths.get(cfg.str("state_dir"), cfg.str("application_id"),
+                "kafka-streams-process-metadata");
+        try {
+            Matcher m = Pattern.compile("\"processId\"\\s*:\\s*\"([0-9a-f-]+)\"")
+                    .matcher(Files.readString(file));
+            return m.find() ? m.group(1) : null;
+        } catch (IOException e) {
+            return null;
+        }
     }
 
     private static byte[] utf8(String s) {
