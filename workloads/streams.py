@@ -46,9 +46,8 @@ class StreamsWorkload(EosWorkload):
     seeder, the drain and the final reads. Use as a context manager.
 
     As nemeses see it (``nemeses.control.ClientControl``) an instance is a "processor" that
-    pause, zombie, kill, crash and cut faults act on. It names no transactional ids (Streams
-    derives them from a process id it keeps to itself), so ``hijack`` has nothing to fence,
-    and it has no hook points.
+    pause, zombie, kill, crash and cut faults act on, and ``hijack`` fences its first thread
+    producer (each instance records its transactional ids); it has no hook points.
     """
 
     #: An instance JVM starts, restores its state and rejoins in several seconds; kills
