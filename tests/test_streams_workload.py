@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import HarnessError
-from harness.run.drivers.streams import tally
+from harness.run.drivers.streams import run_stats, tally
 from history import Recorder
 from workloads.streams import SPEC, instance_facts
 from workloads.streams_config import StreamsOptions
@@ -119,3 +119,26 @@ def test_the_tally_counts_duplicates_and_keys_against_the_seeds() -> None:
     t = tally([start, seed, *reads])
     assert (t["seeded"], t["committed_outputs"], t["duplicates"], t["missing"]) == (2, 2, 1, 1)
     assert (t["keys"], t["keys_right"]) == (1, 1)
+
+
+def test_the_pace_sums_what_each_instance_processed_over_the_span() -> None:
+    def op(process: object, f: str, t: float, **value: object) -> dict[str, object]:
+        return {"process": process, "f": f, "type": "ok", "time": int(t * 1e9), "value": value}
+
+    ops = [
+        op(0, "start", 1.0),
+        op(1, "start", 1.5),
+        op(0, "progress", 3.0, processed=100),
+        op(1, "progress", 5.0, processed=50),
+        op(0, "progress", 11.0, processed=300),
+        op(1, "exit", 12.0, processed=60),
+    ]
+    stats = run_stats(ops)
+    assert stats == {
+        "instances": 2,
+        "records_processed": 360,
+        "span_s": 10.0,
+        "records_per_s": 36.0,
+    }
+    count = SPEC.figures.throughput()
+    assert [count(o) for o in ops] == [None, None, 100, 50, 200, None]

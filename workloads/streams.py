@@ -27,7 +27,7 @@ from workloads import eos_final
 from workloads.eos import EosWorkload
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, child_env, spawn_command
-from workloads.spec import Figures, Option, Variant, WorkloadSpec
+from workloads.spec import Figures, OpCount, Option, Variant, WorkloadSpec
 from workloads.streams_config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
 from workloads.streams_report import REPORT
 
@@ -204,10 +204,23 @@ def instance_facts(path: Path) -> InstanceFacts:
 # --- the workload's declaration (harness.run.workloads composes it with its driver) -----
 
 
-def _outputs(op: Mapping[str, Any]) -> int | None:
-    """Records the application wrote, as the final reads count them (none during the run:
-    Streams' transactions are its own)."""
-    return None
+def _processed() -> OpCount:
+    """Inputs the instances processed since their last ``progress`` op (Streams'
+    transactions are its own, so what it processed is what a run can see of its pace)."""
+    last: dict[Any, int] = {}
+
+    def count(op: Mapping[str, Any]) -> int | None:
+        value = op.get("value")
+        if op["f"] != "progress" or not isinstance(value, dict) or "processed" not in value:
+            return None
+        if not isinstance(op["process"], int):
+            return None
+        now = int(value["processed"])
+        delta = now - last.get(op["process"], 0)
+        last[op["process"]] = now
+        return delta
+
+    return count
 
 
 def _seeded_values(op: Mapping[str, Any]) -> int | None:
@@ -249,15 +262,19 @@ SPEC = WorkloadSpec(
     needs_kafka=lambda o: protocol_needs(o.group_protocol),
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     figures=Figures(
-        throughput=lambda: _outputs,
+        throughput=_processed,
         fed=lambda: _seeded_values,
-        throughput_label="records/s",
-        title="seeded input, with fault bands",
+        throughput_label="records/s\nprocessed",
+        backlog_label="backlog\n(seeded - processed)",
+        title="throughput and backlog, with fault bands",
     ),
     report=REPORT,
     variants=(
         Variant("eos"),
         Variant("at-least-once", {"variant": "at-least-once"}, expect="duplicate"),
     ),
-    load_started=lambda op: op["process"] == "seeder" and op["f"] == "send",
+    load_started=lambda op: (
+        (op["process"] == "seeder" and op["f"] == "send")
+        or (isinstance(op["process"], int) and op["f"] == "progress")
+    ),
 )

@@ -121,9 +121,38 @@ def tally_line(s: dict[str, Any]) -> str:
     )
 
 
+def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
+    """The instances' pace: inputs processed (from their ``progress`` and ``exit`` ops) per
+    second of the span from their first start to their last progress."""
+    first = last = None
+    processed: dict[Any, int] = {}
+    for op in ops:
+        if not isinstance(op["process"], int) or op["type"] != "ok":
+            continue
+        if op["f"] == "start" and first is None:
+            first = op["time"]
+        elif op["f"] in ("progress", "exit") and "processed" in (op.get("value") or {}):
+            processed[op["process"]] = int(op["value"]["processed"])
+            if op["f"] == "progress":
+                last = op["time"]
+    span = (last - first) / 1e9 if first is not None and last is not None else 0.0
+    total = sum(processed.values())
+    return {
+        "instances": len(processed),
+        "records_processed": total,
+        "span_s": round(span, 3),
+        "records_per_s": round(total / span, 1) if span else 0.0,
+    }
+
+
 def summarize(ops: list[Op]) -> RunSummary:
     t = tally(ops)
-    return RunSummary(t, tally_line(t))
+    stats = run_stats(ops)
+    line = (
+        f"throughput: {stats['records_per_s']} records/s processed "
+        f"({stats['records_processed']} by {stats['instances']} instances in {stats['span_s']} s)"
+    )
+    return RunSummary(t, tally_line(t), stats, line)
 
 
 WORKLOAD = Workload(SPEC, drive, summarize)

@@ -14,6 +14,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.kafka.common.header.Headers;
@@ -58,6 +59,8 @@ public final class StreamsApp {
     static final int EXIT_FAILED = 4;
     static final int EXIT_ORPHANED = 7;
     static final String STORE = "aggregates";
+    /** How often the instance records how many inputs it has processed. */
+    static final long PROGRESS_NS = 2_000_000_000L;
     static final String[] GUARANTEES = {"exactly_once_v2", "at_least_once"};
 
     // History format v1, workload streams: the output headers (history/streams_records.py).
@@ -75,6 +78,8 @@ public final class StreamsApp {
     private final long parent;
     private volatile String stopping;
     private final CountDownLatch ended = new CountDownLatch(1);
+    /** Inputs the stateless processor has seen (replays after an abort count again). */
+    private final AtomicLong processed = new AtomicLong();
 
     StreamsApp(Config cfg) throws Exception {
         this.cfg = cfg;
@@ -134,6 +139,7 @@ public final class StreamsApp {
         @Override
         public void process(Record<String, String> r) {
             RecordMetadata meta = ctx.recordMetadata().orElseThrow();
+            processed.incrementAndGet();
             ctx.forward(new Record<>(r.key(), "out-" + r.value(), r.timestamp(),
                     headers(ctx, meta, r.value())));
         }
@@ -306,11 +312,19 @@ public final class StreamsApp {
         synchronized (this) {
             rec.ok("start", start);
         }
+        long reported = 0;
+        long nextReport = System.nanoTime() + PROGRESS_NS;
         try {
             while (!ended.await(500, TimeUnit.MILLISECONDS)) {
                 if (Clients.parentPid() != parent) {
                     stopping = "orphaned";
                     break;
+                }
+                long now = processed.get();
+                if (System.nanoTime() >= nextReport && now != reported) {
+                    record("progress", Json.obj("processed", now));
+                    reported = now;
+                    nextReport = System.nanoTime() + PROGRESS_NS;
                 }
             }
         } catch (InterruptedException e) {
@@ -323,7 +337,7 @@ public final class StreamsApp {
         synchronized (this) {
             rec.invoke("exit", Json.obj("reason", reason));
             rec.ok("exit", Json.obj("reason", reason, "code", code,
-                    "state", streams.state().name()));
+                    "state", streams.state().name(), "processed", processed.get()));
             rec.close();
         }
         return code;
