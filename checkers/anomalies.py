@@ -453,8 +453,8 @@ STREAMS: Final = (
     ),
     _streams(
         "progress",
-        "the run did not finish: the application did not drain or a final read is incomplete",
-        "incomplete reads + (1 if the drain did not complete)",
+        "the run did not finish: the application did not commit past every input in time",
+        "1 if the drain did not complete",
         ("reason",),
     ),
 )

@@ -137,11 +137,20 @@ def test_a_changelog_behind_the_output_is_a_mismatch(spark: Any) -> None:
     assert result["anomalies"] == {"changelog-mismatch": 1}
 
 
-def test_an_incomplete_read_is_a_progress_anomaly(spark: Any) -> None:
+def test_a_drain_that_timed_out_is_a_progress_anomaly(spark: Any) -> None:
     facts = correct()
-    facts.incomplete = ["read of out[1] incomplete"]
+    facts.incomplete = ["the application did not commit past every input in time"]
     result = both(spark, facts)
     assert result["anomalies"] == {"progress": 1}
+
+
+def test_an_incomplete_read_cannot_be_judged(spark: Any) -> None:
+    facts = correct()
+    facts.outputs = facts.outputs[:5]  # what an incomplete read would leave
+    facts.unread = ["out[1]"]
+    result = both(spark, facts)
+    assert result["valid"] == "unknown" and result["anomalies"] == {}
+    assert "incomplete final reads: out[1]" in result["error"]
 
 
 def test_examples_are_bounded_and_counts_are_not(spark: Any) -> None:

@@ -37,8 +37,11 @@ class StreamsFacts:
     #: The application's committed input offsets by partition (the next offset to read).
     committed: dict[int, int] = field(default_factory=dict)
     drained: bool = False
-    #: What kept the run from finishing: incomplete reads, a drain that timed out.
+    #: What kept the run from finishing: a drain that timed out.
     incomplete: list[str] = field(default_factory=list)
+    #: Final reads that did not reach their end: the run cannot be judged (a record missing
+    #: from an incomplete read proves nothing).
+    unread: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -80,7 +83,7 @@ def read_facts(path: str | Path) -> StreamsFacts:
             facts.notes += reader.warnings
     except HistoryError as e:
         raise CheckerInputError(str(e)) from None
-    facts.incomplete += [f"read of {t}[{p}] incomplete" for (t, p), ok in reads.items() if not ok]
+    facts.unread += [f"{t}[{p}]" for (t, p), ok in sorted(reads.items()) if not ok]
     return facts
 
 

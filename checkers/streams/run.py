@@ -52,6 +52,11 @@ def judge_facts(
         raise ValueError("max_examples must be a non-negative integer")
     notes = list(facts.notes) + ([] if facts.drained else [R.NOT_DRAINED_NOTE])
     stats = _stats(facts)
+    if facts.unread:
+        out = R.result({}, {}, stats, notes, max_examples)
+        out["valid"] = "unknown"
+        out["error"] = f"incomplete final reads: {', '.join(facts.unread)}"
+        return out
     if engine == "python":
         counts, examples = pyref.judge(facts, max_examples)
         return R.result(counts, examples, stats, notes, max_examples)
