@@ -310,6 +310,7 @@ def scenario(
     """
     import uuid
 
+    from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
     from harness.report import write_report
     from harness.run.nemesis import ScheduledNemesis
     from harness.run.options import RunOptions
@@ -338,6 +339,10 @@ def scenario(
         spec = get(workload).spec
         chosen = {**spec.isolate(tag), "seed": seed, **workload_options}
         wopts = _with_knobs(spec, chosen, config)
+        need = spec.needs_kafka(wopts)
+        version = config.getoption("--kafka-version") or DEFAULT_KAFKA_VERSION
+        if need is not None and KafkaVersion(version) < KafkaVersion(need[0]):
+            pytest.skip(f"{need[1]} needs Kafka {need[0]} or newer, not {version}")
         options = complete(
             RunOptions(
                 workload=workload,

@@ -223,15 +223,17 @@ STREAMS = {"values": 3000, "partitions": 6, "processors": 3, "find_hanging": Fal
 
 
 @pytest.mark.parametrize(
-    ("name", "nemesis", "protocol"),
+    ("name", "nemesis", "extra"),
     [
-        ("streams-kills", "kill-processor,crash-clients", "classic"),
-        ("streams-zombies", "zombie,pause-processor", "streams"),
-        ("streams-brokers", "partition,kill,pause", "classic"),
+        # Two stream threads an instance and a standby replica of every task: a killed
+        # instance's tasks move to threads that already hold their state.
+        ("streams-kills", "kill-processor,crash-clients", {"threads": 2, "standby": 1}),
+        # KIP-1071's streams protocol: the broker assigns the tasks.
+        ("streams-zombies", "zombie,pause-processor", {"group_protocol": "streams"}),
+        ("streams-brokers", "partition,kill,pause", {}),
     ],
 )
-def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, protocol) -> None:  # type: ignore[no-untyped-def]
-    """Zombies on KIP-1071's streams protocol too: the broker assigns the tasks there."""
+def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "streams",
         name,
@@ -239,8 +241,8 @@ def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, protocol)
         time_limit=40,
         interval=8,
         duration=8,
-        group_protocol=protocol,
         **STREAMS,
+        **extra,
     )
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
