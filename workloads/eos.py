@@ -220,8 +220,11 @@ class EosWorkload(Supervisor):
     def wait_stable(self, timeout: float = 60.0) -> None:
         """Wait until the group is Stable with one member per slot: the pipeline is ready."""
 
+        self._wait_group_stable(self.options.processors, timeout)
+
+    def _wait_group_stable(self, want: int, timeout: float) -> None:
+        """Wait until the group is Stable with ``want`` members."""
         group = self.options.group_id
-        want = self.options.processors
 
         def stable() -> bool:
             try:

@@ -103,18 +103,11 @@ class StreamsWorkload(EosWorkload):
         with every instance's threads; on the streams protocol (a group the consumer-group
         admin calls do not describe) every live instance RUNNING with tasks, each input
         partition's task active on exactly one thread (from the instances' own histories)."""
+        if self.options.group_protocol == "classic":
+            self._wait_group_stable(self.options.processors * self.options.threads, timeout)
+            return
         group = self.options.group_id
-        want = self.options.processors * self.options.threads
-
-        def stable() -> bool:
-            try:
-                state, members = eos_final.group_state(self.cluster, group)
-            except eos_final.ReaderCrashed:
-                return False
-            return state == "STABLE" and members == want
-
-        ready = stable if self.options.group_protocol == "classic" else self._tasks_settled
-        wait_for(ready, timeout=timeout, what=f"application {group} ready with {want} threads")
+        wait_for(self._tasks_settled, timeout=timeout, what=f"application {group} to run")
 
     def _tasks_settled(self) -> bool:
         live = self._live()

@@ -18,6 +18,16 @@ _WRITTEN = (
 )
 
 
+def _aggregate(column: str) -> tuple[Any, Any]:
+    """The count and sum of a ``count,sum`` text column (``parse_aggregate``), null both for
+    anything else."""
+    from pyspark.sql import functions as F
+
+    parts = F.split(column, ",")
+    ok = (F.size(parts) == 2) & parts[0].rlike("^-?[0-9]+$") & parts[1].rlike("^-?[0-9]+$")
+    return F.when(ok, parts[0].cast("long")), F.when(ok, parts[1].cast("long"))
+
+
 def _frames(spark: SparkSession, facts: StreamsFacts) -> dict[str, DataFrame]:
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
@@ -47,11 +57,8 @@ def _frames(spark: SparkSession, facts: StreamsFacts) -> dict[str, DataFrame]:
         ("aggregate", o["aggregate_topic"], *r) for r in facts.aggregates
     ]
     written = spark.createDataFrame(rows, _WRITTEN)
-    parts = F.split("value", ",")
-    ok_pair = (F.size(parts) == 2) & parts[0].rlike("^-?[0-9]+$") & parts[1].rlike("^-?[0-9]+$")
-    written = written.withColumn("got_c", F.when(ok_pair, parts[0].cast("long"))).withColumn(
-        "got_s", F.when(ok_pair, parts[1].cast("long"))
-    )
+    got_c, got_s = _aggregate("value")
+    written = written.withColumn("got_c", got_c).withColumn("got_s", got_s)
     joined = written.join(
         prefix.withColumnRenamed("key", "want_key"),
         (written.sp == prefix.p) & (written.so == prefix.o),
@@ -171,6 +178,7 @@ def judge(
         aggregates = joined.where(F.col("kind") == "aggregate").select(
             "topic", "p", "off", "key", "value"
         )
+        got_c, got_s = _aggregate("value")
         latest = Window.partitionBy("key").orderBy(F.col("p").desc(), F.col("off").desc())
         for name, rows in (
             ("wrong-final-aggregate", aggregates),
@@ -181,18 +189,14 @@ def judge(
                 .withColumn("rank", F.row_number().over(latest))
                 .where(F.col("rank") == 1)
             )
-            parts = F.split("value", ",")
-            ok_pair = (
-                (F.size(parts) == 2) & parts[0].rlike("^-?[0-9]+$") & parts[1].rlike("^-?[0-9]+$")
-            )
             last = last.select(
                 "topic",
                 "p",
                 "off",
                 "value",
                 F.col("key").alias("lkey"),
-                F.when(ok_pair, parts[0].cast("long")).alias("got_c"),
-                F.when(ok_pair, parts[1].cast("long")).alias("got_s"),
+                got_c.alias("got_c"),
+                got_s.alias("got_s"),
             )
             cmp = totals.join(last, totals.key == last.lkey, "left")
             same = (F.col("got_c") == F.col("want_c")) & (F.col("got_s") == F.col("want_s"))
