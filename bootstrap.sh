@@ -102,7 +102,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 echo "== installing the project into .venv"
-.venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark,docker,docs]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark,docker,ssh,docs]'
 
 echo "== installing Kafka and toxiproxy"
 .venv/bin/python -m harness install

@@ -24,7 +24,6 @@ import atexit
 import json
 import os
 import shutil
-import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -201,7 +200,9 @@ def _scratch(root: Path | None, name: str) -> Path:
         d.mkdir()
         return d
     except OSError:
-        d = Path(tempfile.mkdtemp(prefix=f"kh-{name}-"))
+        from checkers.spark import scratch_dir
+
+        d = scratch_dir(f"kh-{name}-")
         atexit.register(shutil.rmtree, d, True)
         return d
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 ENV_MASTER = "KAFKA_HARNESS_SPARK_MASTER"
 ENV_DRIVER_MEMORY = "KAFKA_HARNESS_SPARK_DRIVER_MEMORY"
 ENV_LOG = "KAFKA_HARNESS_SPARK_LOG"
+#: Where checkers put Parquet they cannot keep in the run directory (a read-only store). On a
+#: Spark cluster the executors read it: it must be on storage they all see at the same path.
+ENV_SCRATCH = "KAFKA_HARNESS_SPARK_SCRATCH"
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "kafka-eos-checkers"
 
@@ -100,8 +103,39 @@ def _conf_pairs(master: str, extra: dict[str, str] | None) -> dict[str, str]:
     }
     if local:
         conf["spark.driver.host"] = "127.0.0.1"
+    else:
+        # The executors connect back to the driver: at the address this machine reaches the
+        # master from (a default hostname may resolve to loopback).
+        host = _address_towards(master)
+        if host:
+            conf["spark.driver.host"] = host
     conf.update(extra or {})
     return conf
+
+
+def _address_towards(master: str) -> str | None:
+    """This machine's address on the route to ``spark://host:port`` (no packet is sent)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(master.split(",")[0])
+    if url.scheme != "spark" or not url.hostname:
+        return None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((url.hostname, url.port or 7077))
+            return str(s.getsockname()[0])
+    except OSError:
+        return None
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new scratch directory for Parquet the checks read (removed by its caller), under
+    ``KAFKA_HARNESS_SPARK_SCRATCH`` when set, else the system's temporary directory."""
+    root = os.environ.get(ENV_SCRATCH)
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root or None))
 
 
 def _log_path() -> Path:

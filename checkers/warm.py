@@ -17,9 +17,7 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import threading
-from pathlib import Path
 
 log = logging.getLogger("checkers.warm")
 
@@ -74,7 +72,7 @@ class Prewarm:
 
     def _warm_up(self) -> None:
         from checkers.judge import Judgement
-        from checkers.spark import active_session
+        from checkers.spark import active_session, scratch_dir
         from history.synthetic_eos import generate
         from history.synthetic_logdump import generate as generate_dump
 
@@ -82,7 +80,7 @@ class Prewarm:
         if spark is None:
             return
         self._warming.set()
-        tmp = Path(tempfile.mkdtemp(prefix="kh-warmup-"))
+        tmp = scratch_dir("kh-warmup-")
         try:
             generate(tmp / "history.jsonl", WARMUP_OPS)
             (tmp / "evidence").mkdir()

@@ -58,6 +58,7 @@ def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         store=Path(args.store) if args.store else None,
         base_port=args.base_port,
         network=args.network,
+        hosts=args.hosts,
     )
     config.validate()
     return config
@@ -90,10 +91,47 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_reap(args: argparse.Namespace) -> int:
-    from harness.substrate.docker.engine import reap_docker
     from harness.substrate.runstate import reap_all
 
+    if args.hosts:
+        from harness.substrate.ssh.cluster import reap_hosts
+
+        print(json.dumps({**reap_all(), "ssh": reap_hosts(args.hosts, args.everyone)}))
+        return 0
+    from harness.substrate.docker.engine import reap_docker
+
     print(json.dumps({**reap_all(), "docker": reap_docker()}, default=str))
+    return 0
+
+
+def _cmd_spark_lab(args: argparse.Namespace) -> int:
+    from harness.substrate.sparklab import lab_down, lab_up
+
+    if args.action == "up":
+        url = lab_up(Path(args.store), args.workers)
+        print(json.dumps({"master": url, "store": str(Path(args.store).resolve())}))
+    else:
+        print(json.dumps({"removed_containers": lab_down()}))
+    return 0
+
+
+def _cmd_ssh_lab(args: argparse.Namespace) -> int:
+    from harness.substrate.ssh.lab import lab_down, lab_up
+
+    if args.action == "up":
+        if args.count is None:
+            raise HarnessError("ssh-lab up needs the number of machines: ssh-lab up 3 --hosts F")
+        hosts = lab_up(args.count, Path(args.hosts))
+        print(
+            json.dumps(
+                {
+                    "hosts_file": str(Path(args.hosts).resolve()),
+                    "machines": [h.label for h in hosts],
+                }
+            )
+        )
+    else:
+        print(json.dumps({"removed_containers": lab_down(Path(args.hosts))}))
     return 0
 
 
@@ -252,7 +290,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_images)
 
     p = sub.add_parser("reap", help="clean up after harness runs that died")
+    p.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="clean the SSH backend's machines instead of the Docker engine: every run this "
+        "machine started there and no live harness holds",
+    )
+    p.add_argument(
+        "--everyone",
+        action="store_true",
+        help="with --hosts: also the runs other control machines started there",
+    )
     p.set_defaults(func=_cmd_reap)
+
+    p = sub.add_parser(
+        "spark-lab", help="a standalone Spark cluster in local Docker containers, to judge on"
+    )
+    p.add_argument("action", choices=("up", "down"))
+    p.add_argument(
+        "--store",
+        default="store",
+        metavar="DIR",
+        help="up: the store the workers see at the same path (where the runs to judge are)",
+    )
+    p.add_argument("--workers", type=int, default=2, help="up: how many workers")
+    p.set_defaults(func=_cmd_spark_lab)
+
+    p = sub.add_parser(
+        "ssh-lab", help="machines for --backend ssh: SSH servers in local Docker containers"
+    )
+    p.add_argument("action", choices=("up", "down"))
+    p.add_argument("count", nargs="?", type=int, help="up: how many machines")
+    p.add_argument("--hosts", required=True, metavar="FILE", help="the hosts file to write/read")
+    p.set_defaults(func=_cmd_ssh_lab)
 
     from harness.report.serve import add_serve_arguments, index_command, serve_command
 

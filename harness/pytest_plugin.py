@@ -43,8 +43,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--backend",
         default="process",
-        choices=("process", "docker"),
-        help="what the workers' clusters (kafka_cluster) run on: JVM processes or containers",
+        choices=("process", "docker", "ssh"),
+        help="what the workers' clusters (kafka_cluster) run on: JVM processes, containers, "
+        "or the machines of --hosts",
+    )
+    group.addoption(
+        "--hosts",
+        default=None,
+        metavar="FILE",
+        help="--backend ssh: the hosts file (python -m harness ssh-lab up writes one)",
     )
     group.addoption("--store", default="store", help="where runs keep their evidence")
     group.addoption("--time-limit", type=float, default=None, help="seconds of load per scenario")
@@ -127,6 +134,7 @@ def _cluster_config(request: pytest.FixtureRequest, store: Path) -> Any:
         broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
         replication_factor=option("--replication-factor"),
         min_insync_replicas=option("--min-insync-replicas"),
+        hosts=option("--hosts"),
     )
 
 
@@ -186,7 +194,10 @@ def any_cluster(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist may be absent or disabled
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` without oversubscription: every worker runs a 3-JVM cluster plus clients,
-    so at most one worker per core and per 6 GiB of memory."""
+    so at most one worker per core and per 6 GiB of memory. On ``--backend ssh`` one worker:
+    the machines of the hosts file hold one cluster at a time."""
+    if config.getoption("--backend") == "ssh":
+        return 1
     cores = os.cpu_count() or 1
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30

@@ -15,7 +15,6 @@ Incomplete final reads, or a Spark failure, give ``valid: "unknown"`` with ``err
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -24,7 +23,7 @@ from checkers.connect.checks import judge
 from checkers.connect.extract import FORMAT, connect_meta
 from checkers.connect.views import ConnectInput, history_file, plan, scan_connect
 from checkers.load import derived_cache, publish_derived
-from checkers.spark import spark_error, spark_session
+from checkers.spark import scratch_dir, spark_error, spark_session
 from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ def load_connect(run_dir: str | Path) -> tuple[ConnectInput, Path | None]:
     published = publish_derived(source, CACHE, write, {"connect_format": FORMAT})
     if published is not None:
         return _from_manifest(source, *published), None
-    tmp = Path(tempfile.mkdtemp(prefix="kh-connect-"))
+    tmp = scratch_dir("kh-connect-")
     return scan_connect(source, out=tmp / "rows"), tmp
 
 

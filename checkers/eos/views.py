@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +31,7 @@ from checkers.eos import frames as E
 from checkers.eos.extract import SCHEMAS, cast_int
 from checkers.eos.results import transaction_timeout_ms
 from checkers.load import Loaded, derived_cache, publish_derived
+from checkers.spark import scratch_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +59,7 @@ def build(spark: SparkSession, loaded: Loaded) -> E.EosFrames:
             loaded.source, NAME, lambda d: write_views(tables, d), {"views_format": VIEWS_FORMAT}
         )
         if done is None:  # read-only run directory: the views live as long as the frames
-            scratch = Path(tempfile.mkdtemp(prefix="kh-eos-views-"))
+            scratch = scratch_dir("kh-eos-views-")
             data, meta = scratch, write_views(tables, scratch)
         else:
             data, meta = done

@@ -51,6 +51,8 @@ class RunOptions:
     #: Where brokers run: ``process`` (JVMs here), ``docker`` or ``auto``
     #: (``harness.substrate.backends``).
     backend: str = "auto"
+    #: The machines of ``backend="ssh"``: a hosts file (``harness.substrate.ssh.hosts``).
+    hosts: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.nemesis, str):

@@ -285,6 +285,7 @@ def cluster_config_of(options: RunOptions, store: Path | None) -> ClusterConfig:
         min_insync_replicas=options.min_insync_replicas,
         store=store,
         network=options.network,
+        hosts=options.hosts,
     )
 
 
@@ -354,6 +355,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         replay=Path(args.replay) if args.replay else None,
         workload_options=workload_options_from_args(args, seed),
         backend=args.backend,
+        hosts=args.hosts,
         **shape_from_args(args),
     )
     # Unknown fault names and impossible cluster shapes fail before a cluster is built.

@@ -104,6 +104,8 @@ class ClusterConfig:
     replication_factor: int | None = None
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
+    #: The SSH backend's hosts file (``harness.substrate.ssh.hosts``); other backends ignore it.
+    hosts: str | None = None
 
     def settings(self) -> dict[str, str]:
         """The brokers' settings: the defaults for this shape, ``broker_settings`` over them."""

@@ -90,6 +90,12 @@ def _docker_cluster(config: ClusterConfig) -> Cluster:
     return DockerCluster(config)
 
 
+def _ssh_cluster(config: ClusterConfig) -> Cluster:
+    from harness.substrate.ssh.cluster import SshCluster
+
+    return SshCluster(config)
+
+
 DOCKER_PROBLEM = (
     "needs a Docker engine, and none answered (is dockerd running and DOCKER_HOST right?)"
 )
@@ -107,6 +113,8 @@ class Backend:
     #: (the process backend instead reports its own precise error when it starts).
     checked: bool
     help: str
+    #: Whether ``auto`` may choose it (not the SSH backend: it needs machines named to it).
+    auto: bool = True
 
 
 #: The backends, in the order ``auto`` prefers them.
@@ -128,6 +136,14 @@ REGISTRY: Mapping[str, Backend] = {
             checked=True,
             help="containers on the local Docker engine",
         ),
+        Backend(
+            "ssh",
+            _ssh_cluster,
+            lambda version: None,
+            checked=False,
+            help="one broker on each machine of --hosts FILE, driven over SSH",
+            auto=False,
+        ),
     )
 }
 BACKENDS = ("auto", *REGISTRY)
@@ -146,10 +162,11 @@ def choose_backend(requested: str, problems: Mapping[str, str | None]) -> str:
         if REGISTRY[requested].checked and problem is not None:
             raise HarnessError(f"--backend {requested} {problem}")
         return requested
-    for name in REGISTRY:
+    automatic = [name for name, b in REGISTRY.items() if b.auto]
+    for name in automatic:
         if problems.get(name) is None:
             return name
-    why = "; ".join(f"{name}: {problems[name]}" for name in REGISTRY)
+    why = "; ".join(f"{name}: {problems[name]}" for name in automatic)
     raise HarnessError(f"no backend can run here ({why})")
 
 
@@ -159,6 +176,8 @@ def resolve_backend(requested: str, kafka_version: str | None = None) -> str:
     problems: dict[str, str | None] = {}
     if requested == "auto":
         for name, backend in REGISTRY.items():
+            if not backend.auto:
+                continue
             problems[name] = backend.problem(kafka_version)
             if problems[name] is None:
                 break
@@ -174,6 +193,13 @@ def add_backend_argument(parser: argparse.ArgumentParser) -> None:
         choices=BACKENDS,
         default="auto",
         help=f"where brokers run ({described}; auto: the first of these that can run here)",
+    )
+    parser.add_argument(
+        "--hosts",
+        default=None,
+        metavar="FILE",
+        help="the machines of --backend ssh: a TOML file, one [[node]] with host, port, user "
+        "and key each (python -m harness ssh-lab up writes one)",
     )
 
 

@@ -289,3 +289,31 @@ def ensure_reaper_image(client: Any) -> str:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return tag
+
+
+def ensure_derived_image(client: Any, context: Path, repo: str) -> str:
+    """An image built ``FROM`` the runtime image (build argument ``RUNTIME``) out of the
+    ``docker/`` directory ``context``: the labs' machines. Keyed like the runtime image."""
+    runtime = ensure_runtime_image(client)
+    parts = [runtime.encode()]
+    for f in sorted(p for p in context.rglob("*") if p.is_file()):
+        parts += [str(f.relative_to(context)).encode(), f.read_bytes()]
+    tag = f"{repo}:{_digest(*parts)}"
+    if _has_image(client, tag):
+        return tag
+    with _build_lock(repo.rsplit("/", 1)[-1]):
+        if not _has_image(client, tag):
+            log.info("building %s", tag)
+            try:
+                client.images.build(
+                    path=str(context),
+                    tag=tag,
+                    buildargs={"RUNTIME": runtime},
+                    rm=True,
+                    forcerm=True,
+                    timeout=int(BUILD_TIMEOUT),
+                )
+            except Exception as exc:
+                detail = getattr(exc, "msg", None) or str(exc)
+                raise HarnessError(f"building {tag} failed: {_last_line(str(detail))}") from None
+    return tag

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
+from harness.substrate.process.node import render_properties
 from harness.substrate.toxiproxy import proxy_name
 
 LABEL_RUN = "kafka-harness.run"
@@ -272,10 +273,6 @@ def node_properties(plan: ClusterPlan, node_id: int) -> dict[str, str]:
     }
     props.update(plan.settings)
     return props
-
-
-def render_properties(props: dict[str, str]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def format_args(plan: ClusterPlan) -> str:

@@ -59,6 +59,48 @@ log4j.logger.state.change.logger=WARN
 """
 
 
+def broker_properties(
+    node_id: int,
+    bind: str,
+    address: str,
+    client_advertised: tuple[str, int],
+    voters: str,
+    data_dir: str,
+    settings: dict[str, str],
+) -> dict[str, str]:
+    """A combined broker+controller node's settings: listeners bound on ``bind``, the
+    inter-broker one advertised at ``address`` (where its peers reach it), the client one at
+    ``client_advertised`` (its toxiproxy listener); ``settings`` over all of it."""
+    host, port = client_advertised
+    base = {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": (
+            f"CLIENT://{bind}:{CLIENT_PORT},INTERNAL://{bind}:{INTERNAL_PORT},"
+            f"CONTROLLER://{bind}:{CONTROLLER_PORT}"
+        ),
+        "advertised.listeners": f"CLIENT://{host}:{port},INTERNAL://{address}:{INTERNAL_PORT}",
+        "listener.security.protocol.map": (
+            "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        ),
+        "inter.broker.listener.name": "INTERNAL",
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": data_dir,
+    }
+    base.update(settings)
+    return base
+
+
+def render_properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def log_config(log4j2: bool, log_path: str) -> str:
+    """The broker's logging configuration: everything into ``log_path``."""
+    return (LOG4J2 if log4j2 else LOG4J1).format(log=log_path)
+
+
 class KafkaNode:
     """A node's files and process; the Cluster composes several of these."""
 
@@ -92,30 +134,19 @@ class KafkaNode:
         return f"{self.net.ip}:{CONTROLLER_PORT}"
 
     def write_config(self, voters: str, settings: dict[str, str]) -> None:
-        ip = self.net.ip
-        host, port = self.client_advertised
-        base = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": (
-                f"CLIENT://{ip}:{CLIENT_PORT},INTERNAL://{ip}:{INTERNAL_PORT},"
-                f"CONTROLLER://{ip}:{CONTROLLER_PORT}"
-            ),
-            "advertised.listeners": f"CLIENT://{host}:{port},INTERNAL://{ip}:{INTERNAL_PORT}",
-            "listener.security.protocol.map": (
-                "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
-            ),
-            "inter.broker.listener.name": "INTERNAL",
-            "controller.listener.names": "CONTROLLER",
-            "log.dirs": str(self.data_dir),
-        }
-        base.update(settings)
+        props = broker_properties(
+            self.node_id,
+            self.net.ip,
+            self.net.ip,
+            self.client_advertised,
+            voters,
+            str(self.data_dir),
+            settings,
+        )
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
+        self.config_path.write_text(render_properties(props))
         log_conf = self.dir / ("log4j2.properties" if self.install.log4j2 else "log4j.properties")
-        template = LOG4J2 if self.install.log4j2 else LOG4J1
-        log_conf.write_text(template.format(log=self.log_path))
+        log_conf.write_text(log_config(self.install.log4j2, str(self.log_path)))
 
     def _java(self, main: str, *args: str, extra_opts: list[str] | None = None) -> list[str]:
         log_conf = self.dir / ("log4j2.properties" if self.install.log4j2 else "log4j.properties")

@@ -1,0 +1,165 @@
+"""The SSH backend against real SSH servers: three machines of ``python -m harness ssh-lab``
+(containers reachable only by SSH with the lab's key; the harness uses no Docker API on
+them). Every fault kind on the machines, the evidence fetched back, nothing left on them after
+a run or after a SIGKILLed harness and ``reap --hosts``, a refusing or rootless machine as one
+line, and the scenario suite run with ``--backend ssh``. Skipped without a Docker engine."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.substrate import readiness
+from harness.substrate.api import ClusterConfig
+from harness.substrate.backends import docker_engine_available
+from harness.substrate.runstate import marked_processes
+from harness.substrate.ssh.cluster import SshCluster, connect_all
+from harness.substrate.ssh.hosts import load_hosts, render_hosts
+from harness.substrate.ssh.node import RUNS_ROOT
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(not docker_engine_available(), reason="no Docker engine answers"),
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Three lab machines for the module; removed (and checked gone) at its end."""
+    from harness.substrate.docker.engine import connect_engine
+    from harness.substrate.ssh.lab import LAB_LABEL, lab_down, lab_up
+
+    hosts = tmp_path_factory.mktemp("lab") / "hosts.toml"
+    lab_up(3, hosts)
+    name = load_hosts(hosts).lab
+    yield hosts
+    lab_down(hosts)
+    client = connect_engine()
+    assert not client.containers.list(all=True, filters={"label": f"{LAB_LABEL}={name}"})
+    assert not hosts.exists()
+
+
+def leftovers(hosts: Path) -> dict[str, str]:
+    """Per machine, what any run left there: run directories, marked processes, tagged
+    rules (asked over SSH, as the harness asks)."""
+    remotes = connect_all(load_hosts(hosts).hosts)
+    found = {}
+    try:
+        for r in remotes:
+            _, out, _ = r.run(
+                f"ls -A {RUNS_ROOT} 2>/dev/null; "
+                "grep -l KAFKA_HARNESS_RUN= /proc/[0-9]*/environ 2>/dev/null; "
+                "iptables -w -S | grep kafka-harness; true"
+            )
+            if out.strip():
+                found[r.host.host] = out.strip()
+    finally:
+        for r in remotes:
+            r.close()
+    return found
+
+
+def test_every_fault_kind_on_the_machines_and_nothing_left(lab: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with SshCluster(ClusterConfig(hosts=str(lab), store=store)) as c:
+        assert c.registered_brokers() == {1, 2, 3}
+        c.pause(1)
+        assert c.node_state(1) == "T"
+        c.resume(1)
+        assert c.node_state(1) not in (None, "T")
+        c.partition([1], [2, 3])
+        assert not c.can_reach(1, 2) and not c.can_reach(3, 1) and c.can_reach(2, 3)
+        c.heal()
+        assert c.can_reach(1, 2) and c.can_reach(3, 1)
+        c.kill(3)
+        assert not c.node_alive(3)
+        c.start_node(3)
+        c.restart(2, clean=True)
+        assert c.registered_brokers() == {1, 2, 3}
+        c.proxy_down(1)
+        c.heal_all()
+        readiness.transactional_round_trip(c, 60)
+        run_id = c.run_id
+    assert leftovers(lab) == {}
+    assert not [pid for pid, rid in marked_processes().items() if rid == run_id]
+    assert "Kafka Server started" in (store / "nodes" / "n3" / "server.log").read_text()
+    dump = (store / "evidence" / "logdump.jsonl").read_text().splitlines()
+    assert len(dump) > 1 and {json.loads(x).get("node") for x in dump[1:]} >= {1, 2, 3}
+
+
+def test_a_sigkilled_harness_is_reaped_from_the_machines(lab: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "cluster", "--backend", "ssh", "--hosts", str(lab),
+         "--hold", "300", "--store", str(tmp_path / "store")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())  # printed once the cluster is ready
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    left = leftovers(lab)
+    assert len(left) == 3 and all(info["run_id"] in out for out in left.values()), left
+    reap = subprocess.run(
+        [sys.executable, "-m", "harness", "reap", "--hosts", str(lab)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert reap.returncode == 0, reap.stderr
+    assert all(runs == [info["run_id"]] for runs in json.loads(reap.stdout)["ssh"].values())
+    assert leftovers(lab) == {}
+    assert not [p for p, rid in marked_processes().items() if rid == info["run_id"]]
+
+
+def test_a_refusing_or_rootless_machine_is_one_line(lab: Path, tmp_path: Path) -> None:
+    good = load_hosts(lab).hosts
+    cases = {
+        "refused": ([good[0].__class__("127.0.0.1", 1, "root", good[0].key)], "refused"),
+        "rootless": (
+            [good[0].__class__(h.host, h.port, "harness", h.key) for h in good],
+            "is not root and has no passwordless sudo",
+        ),
+    }
+    for name, (hosts, says) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text(render_hosts(hosts))
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "cluster", "--backend", "ssh", "--hosts",
+             str(path), "--nodes", str(len(hosts))],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+    assert leftovers(lab) == {}
+
+
+def test_the_scenario_suite_passes_on_the_machines(lab: Path, tmp_path: Path) -> None:
+    """The suite's partition and pause scenarios, and its kill scenario on the Java
+    processors (the confluent-kafka one meets finding F5 now and then), with ``--backend
+    ssh``: as a user runs it, passing, and leaving nothing on the machines."""
+    junit = tmp_path / "suite.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "harness/test_scenarios.py", "--backend", "ssh",
+         "--hosts", str(lab),
+         "-k", "(test_eos_is_exactly_once_under and (partition or pauses)) or java-kills",
+         "-p", "no:xdist", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}",
+         "--time-limit", "20", "--store", str(tmp_path / "store")],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    tail = (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, tail
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "0"), tail
+    clusters = [json.loads(p.read_text()) for p in (tmp_path / "store").rglob("cluster.json")]
+    assert clusters and {c["backend"] for c in clusters} == {"ssh"}, clusters
+    assert leftovers(lab) == {}
