@@ -113,6 +113,25 @@ def _conf_pairs(master: str, extra: dict[str, str] | None) -> dict[str, str]:
     return conf
 
 
+def add_master_argument(p: Any) -> None:
+    """``--spark-master URL`` of the commands that judge in their own process (run, campaign,
+    matrix); :func:`use_master` applies it."""
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        default=None,
+        help=f"judge on this Spark cluster (default: ${ENV_MASTER}, else embedded "
+        f"{DEFAULT_MASTER}); the store must be on storage its workers see at the same path",
+    )
+
+
+def use_master(url: str | None) -> None:
+    """Make ``url`` the master of every session this process starts (through the
+    environment, which :func:`resolve_master` reads, so nested callers need no argument)."""
+    if url:
+        os.environ[ENV_MASTER] = url
+
+
 def _address_towards(master: str) -> str | None:
     """This machine's address on the route to ``spark://host:port`` (no packet is sent)."""
     import socket

@@ -160,6 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     as a summary table and as the exit status (0 valid, 1 invalid, 2 cannot judge). The
     report is drawn here, above the run room, because the report reads the run's files and
     the workloads' declarations, never the other way round."""
+    from checkers.spark import use_master
     from harness.report import write_report
     from harness.run.progress import LiveProgress
     from harness.run.runner import options_from_args, run, start_run_dir
@@ -167,6 +168,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.verdict import exit_status
     from harness.run.workloads import get
 
+    use_master(args.spark_master)
     options = options_from_args(args)
     t0 = time.monotonic()
     run_dir = start_run_dir(options)
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.run.runner import add_run_arguments
 
     add_run_arguments(p)
+    from checkers.spark import add_master_argument
+
+    add_master_argument(p)
     p.add_argument(
         "--no-verdict",
         action="store_true",

@@ -142,6 +142,22 @@ def test_a_refusing_or_rootless_machine_is_one_line(lab: Path, tmp_path: Path) -
     assert leftovers(lab) == {}
 
 
+def test_a_machine_without_java_gets_it_from_its_package_manager(lab: Path) -> None:
+    from harness.substrate.ssh import machine
+
+    remote = connect_all(load_hosts(lab).hosts[-1:])[0]
+    try:
+        remote.run(
+            "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q openjdk-17-jre-headless",
+            timeout=300,
+        )
+        assert remote.run("command -v java", check=False)[0] != 0
+        java = machine.ensure_java(remote)
+        assert "17." in remote.run(f"{java} -version")[2]
+    finally:
+        remote.close()
+
+
 def test_the_scenario_suite_passes_on_the_machines(lab: Path, tmp_path: Path) -> None:
     """The suite's partition and pause scenarios, and its kill scenario on the Java
     processors (the confluent-kafka one meets finding F5 now and then), with ``--backend

@@ -67,3 +67,24 @@ def test_auto_never_chooses_the_ssh_backend() -> None:
     with pytest.raises(HarnessError, match="no backend can run here"):
         choose_backend("auto", {"process": "no java", "docker": "no engine"})
     assert choose_backend("ssh", {}) == "ssh"
+
+
+def test_the_connection_lock_is_reentrant() -> None:
+    """The reconnect path runs commands (``id -u``) while it holds the connection's lock:
+    it must be re-entrant, or the first command after a dropped connection would hang."""
+    from harness.substrate.ssh.remote import Remote
+
+    r = Remote(SshHost("127.0.0.1", 1))
+    with r._lock:
+        again = r._lock.acquire(blocking=False)
+        assert again
+        r._lock.release()
+
+
+def test_the_driver_advertises_its_address_towards_a_cluster_master() -> None:
+    from checkers.spark import _address_towards, _conf_pairs
+
+    assert _address_towards("spark://127.0.0.1:7077") == "127.0.0.1"
+    assert _address_towards("local[*]") is None
+    assert _conf_pairs("spark://127.0.0.1:7077", None)["spark.driver.host"] == "127.0.0.1"
+    assert _conf_pairs("local[2]", None)["spark.driver.host"] == "127.0.0.1"

@@ -60,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"comma list of the workload's variants, the first the default ({listed})",
     )
     p.add_argument("--runs", type=int, default=10, help="seeded runs per variant")
+    from checkers.spark import add_master_argument
+
+    add_master_argument(p)
     p.add_argument("--first-seed", type=int, default=1)
     p.add_argument("--time-limit", type=float, default=60.0)
     # The defaults are `python -m harness run`'s: a campaign measures what a user gets.
@@ -203,8 +206,10 @@ def summarize(
 
 
 def campaign_command(args: argparse.Namespace) -> int:
+    from checkers.spark import use_master
     from harness.run.workloads import get
 
+    use_master(args.spark_master)
     known = variants_of(get(args.workload).spec)
     variants = [v.strip() for v in (args.variants or next(iter(known))).split(",") if v.strip()]
     unknown = [v for v in variants if v not in known]

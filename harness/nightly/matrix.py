@@ -39,6 +39,9 @@ log = logging.getLogger("harness.nightly.matrix")
 
 
 def add_matrix_arguments(p: argparse.ArgumentParser) -> None:
+    from checkers.spark import add_master_argument
+
+    add_master_argument(p)
     sel = p.add_argument_group("versions (default: --latest 2)")
     sel.add_argument("--versions", default=None, metavar="V,V", help="e.g. 3.9.2,4.3.1")
     sel.add_argument(
@@ -190,6 +193,9 @@ def not_built_record(cell: Cell, error: str) -> dict[str, Any]:
 
 
 def matrix_command(args: argparse.Namespace) -> int:
+    from checkers.spark import use_master
+
+    use_master(args.spark_master)
     store = Path(args.store)
     scenarios = resolve_scenarios(args.scenarios)
     if args.time_limit is not None and args.time_limit <= 0:

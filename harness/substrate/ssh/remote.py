@@ -31,7 +31,7 @@ class Remote:
         self.connect_timeout = connect_timeout
         self._client: Any = None
         self._prefix = ""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # connect() runs commands while holding it
 
     def __repr__(self) -> str:
         return f"Remote({self.host.label})"
