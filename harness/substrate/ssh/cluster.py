@@ -166,6 +166,9 @@ class SshCluster(ClusterBase[SshNode]):
         self.scratch = (
             Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data")) / self.run_id
         )
+        # Recorded before anything is fetched there: a reaper of a dead run removes it.
+        self.slot.state.dirs = [str(self.scratch)]
+        self.slot.save()
         settings = self._make_settings()
         ports = self._ports(self.slot.number)
         voters = ",".join(f"{i}@{a}:{CONTROLLER_PORT}" for i, a in enumerate(addresses, 1))
