@@ -153,6 +153,12 @@ def main() -> int:
         if judged and "checking" in phases:
             summary["checks_s"] = round(judged - phases["checking"], 1)
         summary["run_dir_mib"] = du_mib(run_dir)
+        results = run_dir / "results.json"
+        if results.exists():  # the whole verdict (the printed summary wraps long lines)
+            judged_as = json.loads(results.read_text())
+            summary["verdict"] = judged_as["valid"]
+            summary["anomalies"] = judged_as.get("anomalies", {})
+            summary["known_findings"] = [f["id"] for f in judged_as.get("known_findings") or []]
         (run_dir / "soak.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "samples"}))
     return 0 if proc.returncode in (0, 1) else 1
