@@ -69,8 +69,9 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from harness.substrate.backends import open_cluster
 
     with open_cluster(_cluster_config(args), args.backend) as cluster:
-        docker = cluster.backend == "docker"
-        network = "docker" if docker else ("netns" if cluster.uses_netns else "loopback")
+        network = cluster.backend  # containers' or machines' own networks
+        if network == "process":
+            network = "netns" if cluster.uses_netns else "loopback"
         info = {
             "run_id": cluster.run_id,
             "backend": cluster.backend,

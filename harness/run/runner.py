@@ -257,7 +257,11 @@ def _run_on_cluster(
                 "run_id": cluster.run_id,
                 "slot": cluster.slot.number if cluster.slot else None,
                 "kafka_version_resolved": str(cluster.install.version) if cluster.install else None,
-                "network_mode": "netns" if cluster.uses_netns else "loopback",
+                "network_mode": (
+                    ("netns" if cluster.uses_netns else "loopback")
+                    if cluster.backend == "process"
+                    else cluster.backend
+                ),
                 "broker_settings_effective": cluster.settings,
                 "bootstrap": cluster.bootstrap,
             },
