@@ -83,6 +83,9 @@ def test_every_fault_kind_on_the_machines_and_nothing_left(lab: Path, tmp_path: 
         c.kill(3)
         assert not c.node_alive(3)
         c.start_node(3)
+        c.pause(3)  # the new incarnation's pid, not the killed one's
+        assert c.node_state(3) == "T"
+        c.resume(3)
         c.restart(2, clean=True)
         assert c.registered_brokers() == {1, 2, 3}
         c.proxy_down(1)

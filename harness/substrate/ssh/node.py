@@ -74,8 +74,11 @@ class SshNode:
             ),
         )
         inner = f"echo $$ > {self.dir}/pid; exec {java}"
+        # The previous incarnation's pid file goes first: read back, it would name a dead
+        # (or, once reused, a stranger's) process.
+        self.pid = None
         self.remote.run(
-            f"cd {self.dir} && {MARKER_ENV}={shlex.quote(self.run_id)} "
+            f"rm -f {self.dir}/pid && cd {self.dir} && {MARKER_ENV}={shlex.quote(self.run_id)} "
             f"setsid sh -c {shlex.quote(inner)} >> {self.dir}/stdout.log 2>&1 < /dev/null &"
         )
         wait_for(self._read_pid, timeout=10, what=f"node {self.node_id}'s pid on its machine")
