@@ -32,6 +32,7 @@ from harness.substrate.abilities.signals import ProcessSignals
 from harness.substrate.abilities.tools import KafkaTools
 from harness.substrate.abilities.toxics import ProxyToxics
 from harness.substrate.api import ClusterConfig, new_cluster_id
+from harness.substrate.evidence import dump_args, write_logdump
 from harness.substrate.runstate import MARKER_ENV, new_run_id
 from harness.substrate.toxiproxy import Toxiproxy
 
@@ -41,6 +42,32 @@ if TYPE_CHECKING:
     from harness.substrate.runstate import Slot
 
 log = logging.getLogger("harness.substrate.base")
+
+
+PORT_BASE = int(os.environ.get("KAFKA_HARNESS_PORT_BASE", "21000"))
+PORTS_PER_SLOT = 20
+
+
+def slot_ports(config: ClusterConfig, slot: int) -> list[int]:
+    """The ports on 127.0.0.1 of a cluster in ``slot`` (toxiproxy's API, then one proxy per
+    node), for the backends whose proxies run on this machine (process, ssh)."""
+    base = config.base_port or PORT_BASE + slot * PORTS_PER_SLOT
+    return list(range(base, base + config.nodes + 1))
+
+
+def check_base_port(config: ClusterConfig) -> None:
+    """A ``--base-port`` whose ports are taken is one line before anything starts."""
+    if config.base_port is not None:
+        taken = [p for p in slot_ports(config, 0) if not port_free(p)]
+        if taken:
+            raise HarnessError(
+                f"port {taken[0]} on 127.0.0.1 is in use; choose another --base-port"
+            )
+
+
+def scratch_root() -> Path:
+    """Where brokers' data (process backend) and fetched copies of it (ssh) live."""
+    return Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data"))
 
 
 def port_free(port: int) -> bool:
@@ -176,6 +203,15 @@ class ClusterBase(
     def _write_logdump(self, out_dir: Path) -> Path:
         """``out_dir/logdump.jsonl`` (``harness.substrate.evidence``) from the dead nodes."""
         raise NotImplementedError
+
+    def _dump_here(self, out_dir: Path, segments: dict[int, list[str]]) -> Path:
+        """The dump of segment files on this machine, with the installation's own tool (two
+        kinds at a time)."""
+
+        def dump(kind: str, files: list[str]) -> str:
+            return self.run_tool("DumpLogSegments", *dump_args(kind, files), timeout=300)
+
+        return write_logdump(out_dir, len(self.nodes), segments, dump, workers=2)
 
     def _release(self) -> None:
         """Remove everything the start created (processes, networks, containers...)."""

@@ -21,7 +21,7 @@ from typing import Any
 from common.errors import HarnessError
 from common.waits import WaitTimeout, wait_for
 from harness.substrate.docker import plan as dp
-from harness.substrate.docker.engine import connect_engine, is_not_found
+from harness.substrate.docker.engine import connect_engine, remove_labelled
 from harness.substrate.docker.images import ensure_derived_image
 
 log = logging.getLogger("harness.substrate.sparklab")
@@ -113,30 +113,11 @@ def lab_up(store: Path, workers: int = 2, memory: str = "2g", client: Any = None
         except WaitTimeout as exc:
             raise HarnessError(str(exc)) from None
     except BaseException:
-        _remove(client, name)
+        remove_labelled(client, f"{LABEL}={name}")
         raise
     return url
 
 
-def _remove(client: Any, name: str | None) -> int:
-    selector = {"label": f"{LABEL}={name}" if name else LABEL}
-    removed = 0
-    for c in client.containers.list(all=True, filters=selector):
-        try:
-            c.remove(force=True, v=True)
-            removed += 1
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-    for n in client.networks.list(filters=selector):
-        try:
-            n.remove()
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-    return removed
-
-
 def lab_down(client: Any = None) -> int:
     """Remove every Spark lab on this engine; how many containers went."""
-    return _remove(client or connect_engine(), None)
+    return remove_labelled(client or connect_engine(), LABEL)

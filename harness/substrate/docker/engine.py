@@ -107,6 +107,27 @@ def reap_docker(client: Any = None, keep: set[str] | None = None) -> dict[str, i
     return counts
 
 
+def remove_labelled(client: Any, label: str) -> int:
+    """Remove every container (with its anonymous volumes) and then every network carrying
+    ``label`` (``key`` or ``key=value``): what the labs' ``down`` does. Containers removed."""
+    selector = {"label": label}
+    removed = 0
+    for c in client.containers.list(all=True, filters=selector):
+        try:
+            c.remove(force=True, v=True)
+            removed += 1
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+    for n in client.networks.list(filters=selector):
+        try:
+            n.remove()
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+    return removed
+
+
 #: Where the user named a Ryuk image of their own (a registry reachable), it is used as is.
 RYUK_IMAGE_ENVS = ("RYUK_CONTAINER_IMAGE", "TESTCONTAINERS_RYUK_CONTAINER_IMAGE")
 

@@ -14,7 +14,6 @@ import atexit
 import contextlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import time
@@ -24,8 +23,13 @@ from typing import Any
 from common.errors import HarnessError
 from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
-from harness.substrate.base import ClusterBase, port_free
-from harness.substrate.evidence import dump_args, write_logdump
+from harness.substrate.base import (
+    ClusterBase,
+    check_base_port,
+    port_free,
+    scratch_root,
+    slot_ports,
+)
 from harness.substrate.process.network import (
     BridgeNetwork,
     LoopbackNetwork,
@@ -43,9 +47,6 @@ from harness.substrate.runstate import (
 from harness.substrate.toxiproxy import Toxiproxy
 
 log = logging.getLogger("harness.substrate.process.cluster")
-
-PORT_BASE = int(os.environ.get("KAFKA_HARNESS_PORT_BASE", "21000"))
-PORTS_PER_SLOT = 20
 
 
 class Cluster(ClusterBase[KafkaNode]):
@@ -81,8 +82,7 @@ class Cluster(ClusterBase[KafkaNode]):
         return mode
 
     def _ports(self, slot: int) -> list[int]:
-        base = self.config.base_port or PORT_BASE + slot * PORTS_PER_SLOT
-        return list(range(base, base + self.config.nodes + 1))
+        return slot_ports(self.config, slot)
 
     def start(self) -> None:
         t0 = time.monotonic()
@@ -91,12 +91,7 @@ class Cluster(ClusterBase[KafkaNode]):
         self.install = ensure_installed(cfg.kafka_version)
         self._check_transaction_version(self.install.version)
         mode = self._choose_network_mode()
-        if cfg.base_port is not None:
-            taken = [p for p in self._ports(0) if not port_free(p)]
-            if taken:
-                raise HarnessError(
-                    f"port {taken[0]} on 127.0.0.1 is in use; choose another --base-port"
-                )
+        check_base_port(cfg)
 
         def usable(n: int) -> bool:
             if mode == "netns" and subnet_in_use(n):
@@ -110,8 +105,7 @@ class Cluster(ClusterBase[KafkaNode]):
         self.net = (BridgeNetwork if mode == "netns" else LoopbackNetwork)(slot, cfg.nodes)
         self._make_store()
         self._claim_store()
-        scratch = Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data"))
-        self.data_root = scratch / self.run_id
+        self.data_root = scratch_root() / self.run_id
         root_rules = self.net.forward_rules()
         # Record intent before acting, so a crash in the middle is still fully reapable.
         self.slot.state.netns = self.net.netns_names
@@ -195,14 +189,8 @@ class Cluster(ClusterBase[KafkaNode]):
                 )
 
     def _write_logdump(self, out_dir: Path) -> Path:
-        """Every node's segments, dumped with the installation's own tool (two kinds at a
-        time)."""
         segments = {n.node_id: [str(p) for p in n.data_dir.glob("*/*.log")] for n in self.nodes}
-
-        def dump(kind: str, files: list[str]) -> str:
-            return self.run_tool("DumpLogSegments", *dump_args(kind, files), timeout=300)
-
-        return write_logdump(out_dir, len(self.nodes), segments, dump, workers=2)
+        return self._dump_here(out_dir, segments)
 
     def _release(self) -> None:
         """The toxiproxy server, every marked process, the network, the scratch data, the

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import shutil
 import socket
 import tarfile
@@ -35,8 +34,13 @@ from typing import Any, TypeVar
 from common.errors import HarnessError
 from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
-from harness.substrate.base import ClusterBase, port_free
-from harness.substrate.evidence import dump_args, write_logdump
+from harness.substrate.base import (
+    ClusterBase,
+    check_base_port,
+    port_free,
+    scratch_root,
+    slot_ports,
+)
 from harness.substrate.process.node import (
     CONTROLLER_PORT,
     INTERNAL_PORT,
@@ -53,8 +57,6 @@ from harness.substrate.toxiproxy import Toxiproxy
 
 log = logging.getLogger("harness.substrate.ssh.cluster")
 
-PORT_BASE = int(os.environ.get("KAFKA_HARNESS_PORT_BASE", "21000"))
-PORTS_PER_SLOT = 20
 T = TypeVar("T")
 
 
@@ -114,8 +116,7 @@ class SshCluster(ClusterBase[SshNode]):
         return True
 
     def _ports(self, slot: int) -> list[int]:
-        base = self.config.base_port or PORT_BASE + slot * PORTS_PER_SLOT
-        return list(range(base, base + self.config.nodes + 1))
+        return slot_ports(self.config, slot)
 
     def _hosts(self) -> list[SshHost]:
         cfg = self.config
@@ -137,12 +138,7 @@ class SshCluster(ClusterBase[SshNode]):
         self.install = ensure_installed(cfg.kafka_version)
         self._check_transaction_version(self.install.version)
         install = self.install
-        if cfg.base_port is not None:
-            taken = [p for p in self._ports(0) if not port_free(p)]
-            if taken:
-                raise HarnessError(
-                    f"port {taken[0]} on 127.0.0.1 is in use; choose another --base-port"
-                )
+        check_base_port(cfg)
         self.slot = acquire_slot(
             self.run_id, cfg.slot, lambda n: all(port_free(p) for p in self._ports(n))
         )
@@ -163,9 +159,7 @@ class SshCluster(ClusterBase[SshNode]):
                 }
             )
         )
-        self.scratch = (
-            Path(os.environ.get("KAFKA_HARNESS_SCRATCH", "/tmp/kafka-harness-data")) / self.run_id
-        )
+        self.scratch = scratch_root() / self.run_id
         # Recorded before anything is fetched there: a reaper of a dead run removes it.
         self.slot.state.dirs = [str(self.scratch)]
         self.slot.save()
@@ -285,11 +279,7 @@ class SshCluster(ClusterBase[SshNode]):
 
         listings = _each(self.nodes, fetch)
         segments = {n.node_id: files for n, files in zip(self.nodes, listings, strict=True)}
-
-        def dump(kind: str, files: list[str]) -> str:
-            return self.run_tool("DumpLogSegments", *dump_args(kind, files), timeout=300)
-
-        return write_logdump(out_dir, len(self.nodes), segments, dump, workers=2)
+        return self._dump_here(out_dir, segments)
 
     def _release(self) -> None:
         """On every machine the run's processes, rules and directory; here toxiproxy, the

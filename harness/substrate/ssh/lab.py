@@ -18,7 +18,7 @@ from typing import Any
 from common.errors import HarnessError
 from common.waits import wait_for
 from harness.substrate.docker import plan as dp
-from harness.substrate.docker.engine import connect_engine, is_not_found
+from harness.substrate.docker.engine import connect_engine, remove_labelled
 from harness.substrate.docker.images import ensure_derived_image
 from harness.substrate.ssh.hosts import SshHost, load_hosts, render_hosts
 from harness.substrate.ssh.remote import Remote
@@ -96,29 +96,11 @@ def lab_up(count: int, hosts_file: Path, client: Any = None) -> list[SshHost]:
             )
             remote.close()
     except BaseException:
-        _remove(client, name)
+        remove_labelled(client, f"{LAB_LABEL}={name}")
         key_path.unlink(missing_ok=True)
         raise
     hosts_file.write_text(render_hosts(hosts, lab=name))
     return hosts
-
-
-def _remove(client: Any, name: str) -> int:
-    removed = 0
-    for c in client.containers.list(all=True, filters={"label": f"{LAB_LABEL}={name}"}):
-        try:
-            c.remove(force=True, v=True)
-            removed += 1
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-    for n in client.networks.list(filters={"label": f"{LAB_LABEL}={name}"}):
-        try:
-            n.remove()
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-    return removed
 
 
 def lab_down(hosts_file: Path, client: Any = None) -> int:
@@ -127,7 +109,7 @@ def lab_down(hosts_file: Path, client: Any = None) -> int:
     if not lab.lab:
         raise HarnessError(f"{hosts_file} has no [lab]: it was not written by ssh-lab up")
     client = client or connect_engine()
-    removed = _remove(client, lab.lab)
+    removed = remove_labelled(client, f"{LAB_LABEL}={lab.lab}")
     for h in lab.hosts:
         if h.key:
             Path(h.key).unlink(missing_ok=True)

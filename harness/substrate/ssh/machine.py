@@ -2,7 +2,7 @@
 in place, the run's directory and firewall chain made, and a dead run's leftovers removed.
 
 Everything a run leaves on a machine is findable from the machine alone: its directory under
-``RUNS_ROOT`` (with ``owner.json``: the run, the control machine and its chain), its
+``RUNS_ROOT`` (with ``owner.json``: the run and the control machine that started it), its
 processes (``KAFKA_HARNESS_RUN=<run>`` in their environment) and its firewall rules (a chain
 of its own, jumped to from INPUT and OUTPUT by rules commented ``kafka-harness:<run>``).
 Kafka's jars under ``KAFKA_ROOT`` stay, as an installed package does.
@@ -131,9 +131,7 @@ def ensure_kafka(remote: Remote, version: str, libs_dir: Path) -> str:
 
 
 def owner_record(run_id: str) -> str:
-    return json.dumps(
-        {"run_id": run_id, "control": control_machine_id(), "chain": chain_name(run_id)}
-    )
+    return json.dumps({"run_id": run_id, "control": control_machine_id()})
 
 
 def chain_setup(run_id: str) -> str:
