@@ -16,16 +16,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import logging
 import sys
 import time
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from checkers.contract import Breach, check_run
 from common.errors import HarnessError
 from harness.kafka.versions import DEFAULT_KAFKA_VERSION
+from harness.run.options import RunOptions
 from workloads import client_registry
+
+if TYPE_CHECKING:
+    from harness.substrate.api import Cluster
+
+log = logging.getLogger(__name__)
 
 #: The cases, in order: name -> the fault kinds of its run.
 CASES = {
@@ -71,31 +78,92 @@ def _cases(spec: str) -> list[str]:
     return names
 
 
-def run_case(args: argparse.Namespace, case: str, root: Path) -> tuple[list[Breach], str]:
-    """One case's run, recorded by ``python -m harness run``; its breaches and a summary."""
-    store = root / case
-    store.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-m", "harness", "run", "--workload", "eos",
-        "--client", args.client, "--nemesis", CASES[case],
-        "--time-limit", str(args.time_limit), "--seed", str(args.seed),
-        "--kafka-version", args.kafka_version, "--session-timeout-ms", "6000",
-        "--nemesis-interval", "3", "--nemesis-duration", "4", "--store", str(store),
-    ]  # fmt: skip
-    with open(store / "run.log", "w") as log:
-        rc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-    link = store / "latest"
-    if rc not in (0, 1) or not link.exists():
-        return [Breach(str(store / "run.log"), "run", f"the run exited {rc} without a verdict")], ""
-    run_dir = link.resolve()
+def case_options(
+    client: str, case: str, *, time_limit: float, seed: int, kafka_version: str, store: Path
+) -> RunOptions:
+    """The options of one case's run: the client's eos processors under the case's faults,
+    with topics, group and transactional ids of the case's own (the cases share a cluster)."""
+    from harness.run.workloads import complete
+    from harness.run.workloads import get as get_workload
+
+    spec = get_workload("eos").spec
+    tag = f"cc-{case}-{uuid.uuid4().hex[:6]}"
+    wopts = spec.options_from_dict(
+        {**spec.isolate(tag), "client": client, "seed": seed, "session_timeout_ms": 6000}
+    )
+    return complete(
+        RunOptions(
+            workload="eos",
+            workload_options=wopts,
+            time_limit=time_limit,
+            seed=seed,
+            kafka_version=kafka_version,
+            nemesis=CASES[case],
+            nemesis_interval=3.0,
+            nemesis_duration=4.0,
+            store=store,
+        )
+    )
+
+
+def run_case(cluster: Cluster, options: RunOptions, case: str) -> tuple[list[Breach], str]:
+    """One case's run on ``cluster``, judged and reported; its breaches and a summary."""
+    from harness.report import write_report
+    from harness.run.nemesis import ScheduledNemesis
+    from harness.run.runner import execute, new_run_dir
+    from harness.run.verdict import judge
+
+    run_dir = new_run_dir(options.store, options.test_name)
+    try:
+        nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
+        execute(cluster, options, run_dir, nemeses)
+        results = judge(run_dir)
+        write_report(run_dir)
+    except Exception as exc:  # the case could not be recorded: say so, go on to the next
+        log.exception("client-check case %s", case)
+        return [Breach(str(run_dir), "run", f"the run ended without a verdict: {exc}")], ""
     breaches = check_run(run_dir)
     if case in NEEDS and not happened(case, run_dir / "history.jsonl"):
         breaches.append(Breach(str(run_dir), "case", f"did not happen: no {NEEDS[case]}"))
-    results = json.loads((run_dir / "results.json").read_text())
     anomalies = ", ".join(f"{k} x{v}" for k, v in sorted((results.get("anomalies") or {}).items()))
     processors = len([p for p in (run_dir / "processes").glob("*.jsonl") if p.stem.isdigit()])
     verdict = "valid" if results.get("valid") is True else f"invalid ({anomalies})"
     return breaches, f"{processors} processor histories, verdict {verdict}; {run_dir}"
+
+
+def check_client(
+    cluster: Cluster,
+    client: str,
+    cases: list[str],
+    root: Path,
+    *,
+    time_limit: float,
+    seed: int,
+    kafka_version: str = DEFAULT_KAFKA_VERSION,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Every case, one after the other, on ``cluster`` (healed between cases by each run's
+    nemesis); one line per case (and per breach) on ``out``; the exit status."""
+    failed = 0
+    for case in cases:
+        options = case_options(
+            client, case, time_limit=time_limit, seed=seed, kafka_version=kafka_version,
+            store=root / "cases" / case,
+        )  # fmt: skip
+        breaches, summary = run_case(cluster, options, case)
+        if breaches:
+            failed += 1
+            print(f"{case}: BREACH ({len(breaches)})", file=out, flush=True)
+            for line in breach_lines(breaches):
+                print(f"  {line}", file=out, flush=True)
+        else:
+            print(f"{case}: kept the contract: {summary}", file=out, flush=True)
+    print(
+        f"client-check {client}: {len(cases) - failed} of {len(cases)} cases kept the "
+        f"contract; {root}",
+        file=out,
+    )
+    return 1 if failed else 0
 
 
 def _shows(case: str, op: dict[str, Any]) -> bool:
@@ -131,6 +199,10 @@ def breach_lines(breaches: list[Breach], per_rule: int = 3) -> list[str]:
 
 
 def client_check_command(args: argparse.Namespace) -> int:
+    from checkers.spark import start_spark, stop_spark
+    from harness.run.runner import cluster_config_of
+    from harness.substrate.backends import open_cluster
+
     if args.client not in CONTRACT_CLIENTS:
         raise HarnessError(
             f"client {args.client!r} has no processor of the contract; "
@@ -140,18 +212,18 @@ def client_check_command(args: argparse.Namespace) -> int:
     if args.time_limit <= 0:
         raise HarnessError("--time-limit must be positive")
     root = Path(args.store) / "client-check" / args.client / time.strftime("%Y%m%dT%H%M%S")
-    failed = 0
-    for case in cases:
-        breaches, summary = run_case(args, case, root / "cases")
-        if breaches:
-            failed += 1
-            print(f"{case}: BREACH ({len(breaches)})", flush=True)
-            for line in breach_lines(breaches):
-                print(f"  {line}", flush=True)
-        else:
-            print(f"{case}: kept the contract: {summary}", flush=True)
-    print(
-        f"client-check {args.client}: {len(cases) - failed} of {len(cases)} cases kept the "
-        f"contract; {root}"
-    )
-    return 1 if failed else 0
+    first = case_options(
+        args.client, cases[0], time_limit=args.time_limit, seed=args.seed,
+        kafka_version=args.kafka_version, store=root,
+    )  # fmt: skip
+    # One cluster and one Spark session for every case: a case's faults are healed when its
+    # run ends, and its names are its own.
+    start_spark()
+    try:
+        with open_cluster(cluster_config_of(first, root / "cluster"), first.backend) as cluster:
+            return check_client(
+                cluster, args.client, cases, root, time_limit=args.time_limit,
+                seed=args.seed, kafka_version=args.kafka_version,
+            )  # fmt: skip
+    finally:
+        stop_spark()

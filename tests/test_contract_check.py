@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -242,33 +243,36 @@ def test_a_case_counts_only_when_its_situation_is_in_the_history(tmp_path: Path)
     assert not happened("armed", _merged(tmp_path, [killed_only, kill]))
 
 
+def _check_on(cluster: Any, client: str, case: str, root: Path) -> tuple[int, list[str]]:
+    """client-check's cases run as the command runs them, on the worker's cluster."""
+    from harness.clientcheck import check_client
+
+    out = io.StringIO()
+    status = check_client(cluster, client, [case], root, time_limit=12, seed=1, out=out)
+    return status, out.getvalue().strip().splitlines()
+
+
 @pytest.mark.cluster
 def test_client_check_holds_the_python_processor_to_the_contract_under_sigkill(
-    tmp_path: Path,
+    kafka_cluster: Any, tmp_path: Path
 ) -> None:
-    """A real run (a fresh cluster, processors SIGKILLed and replaced), read back by the
-    contract's checker: the client keeps it, and says so in one line per case."""
-    proc = _harness(
-        "client-check", "python", "--cases", "sigkill", "--time-limit", "12",
-        "--store", str(tmp_path), timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    """A real run (processors SIGKILLed and replaced), read back by the contract's checker:
+    the client keeps it, and says so in one line per case."""
+    status, lines = _check_on(kafka_cluster, "python", "sigkill", tmp_path)
+    assert status == 0, lines
     assert lines[0].startswith("sigkill: kept the contract: ") and "verdict valid" in lines[0]
     assert lines[-1].startswith("client-check python: 1 of 1 cases kept the contract")
 
 
 @pytest.mark.cluster
-def test_client_check_holds_franz_go_to_the_contract_as_a_zombie(tmp_path: Path) -> None:
+def test_client_check_holds_franz_go_to_the_contract_as_a_zombie(
+    kafka_cluster: Any, tmp_path: Path
+) -> None:
     """The Go processor, built from its manifest, made a zombie on a real cluster: it keeps the
     contract (its rebalance callbacks, which franz-go runs beside the loop, included) and the
     run's verdict is valid."""
-    proc = _harness(
-        "client-check", "franz-go", "--cases", "zombie", "--time-limit", "12",
-        "--store", str(tmp_path), timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    status, lines = _check_on(kafka_cluster, "franz-go", "zombie", tmp_path)
+    assert status == 0, lines
     assert lines[0].startswith("zombie: kept the contract: ") and "verdict valid" in lines[0]
     assert lines[-1].startswith("client-check franz-go: 1 of 1 cases kept the contract")
 
@@ -276,8 +280,8 @@ def test_client_check_holds_franz_go_to_the_contract_as_a_zombie(tmp_path: Path)
 @pytest.mark.cluster
 def test_client_check_finds_the_breaches_planted_in_a_broken_client(tmp_path: Path) -> None:
     """A client of the user's own (a manifest in KAFKA_HARNESS_MANIFESTS): the Python processor
-    with no exit op and no member id planted. Its run is real; client-check names both rules
-    and exits 1."""
+    with no exit op and no member id planted. Its run is real (the command's own cluster and
+    Spark session); client-check names both rules and exits 1."""
     env = {**os.environ, "KAFKA_HARNESS_MANIFESTS": str(Path(__file__).parent / "data/clients")}
     proc = subprocess.run(
         [
