@@ -109,15 +109,11 @@ def case_options(
 def run_case(cluster: Cluster, options: RunOptions, case: str) -> tuple[list[Breach], str]:
     """One case's run on ``cluster``, judged and reported; its breaches and a summary."""
     from harness.report import write_report
-    from harness.run.nemesis import ScheduledNemesis
-    from harness.run.runner import execute, new_run_dir
-    from harness.run.verdict import judge
+    from harness.run.runner import new_run_dir, run_on_shared
 
     run_dir = new_run_dir(options.store, options.test_name)
     try:
-        nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
-        execute(cluster, options, run_dir, nemeses)
-        results = judge(run_dir)
+        results = run_on_shared(cluster, options, run_dir).verdict or {}
         write_report(run_dir)
     except Exception as exc:  # the case could not be recorded: say so, go on to the next
         log.exception("client-check case %s", case)

@@ -323,10 +323,8 @@ def scenario(
 
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
     from harness.report import write_report
-    from harness.run.nemesis import ScheduledNemesis
     from harness.run.options import RunOptions
-    from harness.run.runner import execute
-    from harness.run.verdict import judge
+    from harness.run.runner import run_on_shared
     from harness.run.workloads import complete, get
 
     def run(
@@ -375,9 +373,8 @@ def scenario(
                 stacklevel=2,
             )
         run_dir = harness_store / "scenarios" / tag
-        nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
-        result = execute(kafka_cluster, options, run_dir, nemeses)
-        verdict = judge(run_dir)
+        result = run_on_shared(kafka_cluster, options, run_dir)
+        verdict = result.verdict or {}
         report = write_report(run_dir)
         request.getfixturevalue("run_report")(report)
         return verdict, result, report

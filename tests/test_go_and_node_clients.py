@@ -5,15 +5,12 @@ inputs their successors already committed (docs/findings.md, F7), which the verd
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from checkers.contract import check_run
 from checkers.findings import finding_lines
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.cluster

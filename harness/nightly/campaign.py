@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
-from harness.run.runner import RunOptions, execute, new_run_dir, run
-from harness.run.verdict import bad_types, explain, judge
+from harness.run.runner import RunOptions, new_run_dir, run, run_on_shared
+from harness.run.verdict import bad_types, explain
 from workloads.spec import Variant, WorkloadSpec
 
 
@@ -142,8 +142,6 @@ def _shared(args: argparse.Namespace, root: Path, options: RunOptions) -> Iterat
 
 
 def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed: int) -> dict:
-    from harness.run.nemesis import ScheduledNemesis
-
     tag = f"{variant}-s{seed}-{uuid.uuid4().hex[:4]}"
     options = _options(args, variant, seed, tag)
     t0 = time.monotonic()
@@ -154,9 +152,7 @@ def _one(args: argparse.Namespace, cluster: Any, root: Path, variant: str, seed:
             run_dir, verdict = result.run_dir, result.verdict or {"valid": "unknown"}
         else:
             run_dir = new_run_dir(root / "runs", options.test_name)
-            nemeses = [] if options.nemesis.none else [ScheduledNemesis(options)]
-            execute(cluster, options, run_dir, nemeses)
-            verdict = judge(run_dir)
+            verdict = run_on_shared(cluster, options, run_dir).verdict or {}
     except Exception as e:  # one failed run must not end the campaign
         where = traceback.extract_tb(e.__traceback__)[-1]
         return {

@@ -164,6 +164,15 @@ def execute(
     )
 
 
+def run_on_shared(cluster: Cluster, options: RunOptions, run_dir: Path) -> RunResult:
+    """One run on a cluster that outlives it (a campaign's, a client-check's, a test worker's):
+    its own faults (healed when it ends), then its verdict. Its names must be its own
+    (the workload spec's ``isolate``); no log dump, the cluster is still up."""
+    result = execute(cluster, options, run_dir, build_nemeses(options))
+    result.verdict = judge(run_dir)
+    return result
+
+
 def run(
     options: RunOptions,
     nemeses: list[Nemesis] | None = None,
