@@ -16,7 +16,7 @@ import pytest
 
 from harness.run.runner import RunResult
 from harness.run.verdict import explain
-from workloads.eos_config import Hook
+from workloads.eos.config import Hook
 
 pytestmark = pytest.mark.cluster
 

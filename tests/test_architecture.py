@@ -189,7 +189,7 @@ def test_substrate_and_report_import_only_their_narrow_share(graph: dict[str, se
     assert not wrong, "imports beyond the room's narrow share:\n" + "\n".join(sorted(wrong))
 
 
-CHECKER_FAMILIES = ("eos", "queue", "connect", "logs")
+CHECKER_FAMILIES = ("eos", "queue", "connect", "logs", "streams")
 #: The shared top's modules that compose the families.
 CHECKER_COMPOSERS = {"checkers.suites", "checkers.cli"}
 
@@ -216,6 +216,22 @@ def test_checker_families_borrow_nothing_sideways(graph: dict[str, set[str]]) ->
     assert not wrong, "checker modules borrowing a family's:\n" + "\n".join(sorted(wrong))
 
 
+WORKLOAD_PACKAGES = ("eos", "queue", "connect", "streams")
+
+
+def test_workload_packages_borrow_nothing_sideways(graph: dict[str, set[str]]) -> None:
+    """A workload package imports no other: what two share is a module of ``workloads/``
+    itself (the drive contract, process supervision, final reads, the client machinery)."""
+    wrong = []
+    for mod, deps in graph.items():
+        own = _family(mod, WORKLOAD_PACKAGES, "workloads")
+        for dep in deps:
+            theirs = _family(dep, WORKLOAD_PACKAGES, "workloads")
+            if theirs is not None and theirs != own:
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "workload modules borrowing another package's:\n" + "\n".join(sorted(wrong))
+
+
 FAULT_FAMILIES = ("network", "brokers", "clients", "moments", "late")
 
 
@@ -240,6 +256,8 @@ def test_every_family_is_in_the_tree() -> None:
         assert (ROOT / "checkers" / family / "__init__.py").is_file(), family
     for family in FAULT_FAMILIES:
         assert (ROOT / "nemeses" / "faults" / f"{family}.py").is_file(), family
+    for family in WORKLOAD_PACKAGES:
+        assert (ROOT / "workloads" / family / "driver.py").is_file(), family
 
 
 #: No module outside the tests is longer: one that grows past it holds several things.

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from history.moments import HOOK_POINTS
-from workloads import eos_processor
-from workloads.eos_config import ProcessorConfig
+from workloads.eos import processor as eos_processor
+from workloads.eos.config import ProcessorConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "client-contract.md").read_text()

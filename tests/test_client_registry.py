@@ -14,7 +14,7 @@ import pytest
 
 from common.errors import HarnessError
 from workloads import client_registry as reg
-from workloads.eos_config import CLIENTS, EosOptions
+from workloads.eos.config import CLIENTS, EosOptions
 
 
 def test_every_manifest_reads_and_the_clients_are_the_registry_s() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from workloads import clients
 from workloads.clients import Calls, ClientError, make_clients, subscribe
-from workloads.eos_config import EosOptions
-from workloads.eos_processor import Processor
+from workloads.eos.config import EosOptions
+from workloads.eos.processor import Processor
 
 
 class _Cfg:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from history.reader import read_process_file
-from workloads.connect_journal import TaskJournals, merge_ranges
+from workloads.connect.journal import TaskJournals, merge_ranges
 
 
 def test_merge_ranges_joins_touching_and_overlapping() -> None:

@@ -24,7 +24,7 @@ from common.waits import wait_for
 from harness.run.options import RunContext, RunOptions
 from harness.run.runner import RunResult, execute
 from history import check_pairing, load_history
-from workloads.connect_config import ConnectOptions
+from workloads.connect.config import ConnectOptions
 
 
 def test_the_options_refuse_what_connect_would_refuse() -> None:

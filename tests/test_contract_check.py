@@ -170,8 +170,8 @@ def test_a_fence_raised_while_delivery_reports_run_is_the_kafka_exception() -> N
     exit op), not die with status 1: a run on 4.3.1 did, and the contract check caught it."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from workloads.eos_kafka import error_info, is_fenced
-    from workloads.eos_processor import flush_once
+    from workloads.clientinfo import error_info, is_fenced
+    from workloads.eos.processor import flush_once
 
     class Fenced:
         def flush(self, timeout: float) -> int:

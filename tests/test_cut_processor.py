@@ -289,12 +289,12 @@ def test_workload_processors_get_their_slots_group_id(tmp_path: Path, workload: 
     access = _fake_access(tmp_path)
     sup: Any
     if workload == "eos":
-        from workloads.eos import EosOptions, EosWorkload
+        from workloads.eos.supervisor import EosOptions, EosWorkload
 
         sup = EosWorkload(EosOptions(), access, tmp_path)
     else:
-        from workloads.queue import QueueWorkload
-        from workloads.queue_options import QueueOptions
+        from workloads.queue.supervisor import QueueWorkload
+        from workloads.queue.options import QueueOptions
 
         sup = QueueWorkload(QueueOptions(topic="t"), access, tmp_path, time_limit=30)
     try:
@@ -387,8 +387,8 @@ def test_a_cut_client_cannot_reach_the_brokers_until_healed(
     """Two real queue clients; one is cut: it completes no op while the other goes on, a
     connection from its group gets nowhere, and after the heal the rule is gone and its slot
     works again."""
-    from workloads.queue import run_queue
-    from workloads.queue_options import QueueOptions
+    from workloads.queue.supervisor import run_queue
+    from workloads.queue.options import QueueOptions
 
     c = healthy_cluster
     seen: dict[str, Any] = {}

@@ -9,8 +9,8 @@ import pytest
 
 from harness.run.runner import RunOptions, execute
 from history import load_history
-from workloads.eos_config import EosOptions
-from workloads.eos_copier import parse_line
+from workloads.eos.config import EosOptions
+from workloads.eos.copier import parse_line
 
 pytestmark = pytest.mark.cluster
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.errors import HarnessError
-from harness.run.drivers.eos import drain_tally, run_stats, tally_line
+from workloads.eos.driver import drain_tally, run_stats, tally_line
 from history.eos_records import (
     SEED_PATTERN,
     decode_headers,
@@ -21,9 +21,9 @@ from history.eos_records import (
     source_position,
     transform,
 )
-from workloads.eos_config import EosOptions, Hook, ProcessorConfig
-from workloads.eos_final import find_hanging, max_timeout_minutes, parse_table
-from workloads.eos_kafka import parse_group_metadata
+from workloads.eos.config import EosOptions, Hook, ProcessorConfig
+from workloads.finalreads import find_hanging, max_timeout_minutes, parse_table
+from workloads.clientinfo import parse_group_metadata
 
 
 def _cgmd(generation: int, group: str, member: str, instance: str | None) -> bytes:
@@ -231,7 +231,7 @@ def test_processor_signals_pause_resume_kill(tmp_path) -> None:  # type: ignore[
     import types
 
     from common.procfs import process_state
-    from workloads.eos import EosWorkload, _Instance
+    from workloads.eos.supervisor import EosWorkload, _Instance
 
     cluster = types.SimpleNamespace(dir=tmp_path)
     workload = EosWorkload(EosOptions(), cluster, tmp_path)  # type: ignore[arg-type]
@@ -264,7 +264,7 @@ def test_final_reads_wait_for_open_transactions_to_end(tmp_path, monkeypatch) ->
     processor's open transaction until its timeout abort), and say so when one outlives
     the bound."""
     from history import Recorder, read_process_file
-    from workloads import eos_final
+    from workloads import finalreads
 
     answers = iter(
         [
@@ -272,14 +272,14 @@ def test_final_reads_wait_for_open_transactions_to_end(tmp_path, monkeypatch) ->
             [{"partition": 0, "low": 0, "lso": 9, "hwm": 9}, {"partition": 1, "lso": 3, "hwm": 3}],
         ]
     )
-    monkeypatch.setattr(eos_final, "_in_child", lambda call, *a, **k: next(answers))
+    monkeypatch.setattr(finalreads, "_in_child", lambda call, *a, **k: next(answers))
     with Recorder(tmp_path / "final.jsonl", "final") as rec:
-        assert eos_final.record_settle(rec, "b", "out", 2, 10000, poll_s=0.01) is True
-    monkeypatch.setattr(eos_final, "ABORT_SWEEP_S", 0.05)
+        assert finalreads.record_settle(rec, "b", "out", 2, 10000, poll_s=0.01) is True
+    monkeypatch.setattr(finalreads, "ABORT_SWEEP_S", 0.05)
     stuck = [{"partition": 0, "low": 0, "lso": 5, "hwm": 9}]
-    monkeypatch.setattr(eos_final, "_in_child", lambda call, *a, **k: stuck)
+    monkeypatch.setattr(finalreads, "_in_child", lambda call, *a, **k: stuck)
     with Recorder(tmp_path / "stuck.jsonl", "final") as rec:
-        assert eos_final.record_settle(rec, "b", "out", 1, 0, poll_s=0.01) is False
+        assert finalreads.record_settle(rec, "b", "out", 1, 0, poll_s=0.01) is False
     _h, ops, _w = read_process_file(tmp_path / "final.jsonl")
     assert [(o["f"], o["type"]) for o in ops] == [("settle", "invoke"), ("settle", "ok")]
     assert ops[1]["value"]["open"] == []

@@ -21,7 +21,7 @@ from harness.run.options import RunContext, RunOptions
 from harness.run.runner import RunResult, execute
 from history import check_pairing, load_history, read_process_file
 from history.eos_records import input_of
-from workloads.eos_config import EosOptions, Hook
+from workloads.eos.config import EosOptions, Hook
 
 pytestmark = pytest.mark.cluster
 

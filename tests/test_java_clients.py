@@ -182,7 +182,7 @@ def _eos_run(
 ) -> Any:
     from harness.run.nemesis import ScheduledNemesis
     from harness.run.runner import RunOptions, execute
-    from workloads.eos_config import EosOptions
+    from workloads.eos.config import EosOptions
 
     suffix = f"-{name}-{uuid.uuid4().hex[:6]}"
     options = EosOptions(
@@ -287,7 +287,7 @@ def test_java_processors_stay_exactly_once_when_killed(
 def test_java_queue_clients_are_valid(kafka_cluster: Any, harness_store: Path, spark: Any) -> None:
     from harness.run.runner import RunOptions, execute
     from harness.run.verdict import judge
-    from workloads.queue_options import QueueOptions
+    from workloads.queue.options import QueueOptions
 
     tag = uuid.uuid4().hex[:6]
     options = QueueOptions(topic=f"queue-java-{tag}", client="java", clients=3, seed=5)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pytest
 
 from common.errors import HarnessError
-from workloads.eos_config import EosOptions, Hook, ProcessorConfig
+from workloads.eos.config import EosOptions, Hook, ProcessorConfig
 from workloads.jsonconfig import from_json
-from workloads.queue_config import BadConfig, ClientConfig
-from workloads.queue_options import QueueOptions
+from workloads.queue.config import BadConfig, ClientConfig
+from workloads.queue.options import QueueOptions
 
 
 @dataclass

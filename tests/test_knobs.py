@@ -32,9 +32,9 @@ from harness.run.runner import cluster_config_of, options_from_args, write_confi
 from harness.run.workloads import complete
 from harness.substrate.api import ClusterConfig
 from workloads.clients import TxnDelay, make_clients
-from workloads.eos_config import EosOptions, ProcessorConfig
-from workloads.queue_config import ClientConfig
-from workloads.queue_options import QueueOptions
+from workloads.eos.config import EosOptions, ProcessorConfig
+from workloads.queue.config import ClientConfig
+from workloads.queue.options import QueueOptions
 
 KNOBS = (
     "--nodes", "5",
@@ -287,8 +287,8 @@ def test_the_docker_backend_writes_the_same_settings() -> None:
 
 def test_workloads_create_topics_with_the_cluster_s_replication() -> None:
     """The workloads ask for no replication of their own: their topics get the brokers'."""
-    from workloads.eos import EosWorkload
-    from workloads.queue import QueueWorkload
+    from workloads.eos.supervisor import EosWorkload
+    from workloads.queue.supervisor import QueueWorkload
 
     created: list[tuple[Any, ...]] = []
 
@@ -337,7 +337,7 @@ def test_the_eos_processor_is_built_and_recorded_with_the_knobs(
     """The processor's JSON config carries the knobs; its clients are built with them (no
     session settings under the consumer protocol); its history header and its ``start`` op
     record them."""
-    from workloads.eos_processor import Processor
+    from workloads.eos.processor import Processor
 
     seen = _captured(monkeypatch)
     eos = _options("--workload", "eos", *KNOBS).workload_options
@@ -351,7 +351,7 @@ def test_the_eos_processor_is_built_and_recorded_with_the_knobs(
         "retries": "7",
     }
     processor = Processor(cfg)
-    monkeypatch.setattr("workloads.eos_processor.subscribe", lambda consumer, topics, cb: None)
+    monkeypatch.setattr("workloads.eos.processor.subscribe", lambda consumer, topics, cb: None)
     processor._start()
     processor.rec.close()
     p, c = seen["p"], seen["c"]
@@ -392,7 +392,7 @@ class _Producer:
 
 
 def test_the_eos_processor_pauses_between_a_transaction_s_operations(tmp_path: Path) -> None:
-    from workloads.eos_processor import Processor
+    from workloads.eos.processor import Processor
 
     cfg = EosOptions(txn_delay_ms=50).processor_config(1, 0, "b:1", str(tmp_path / "1.jsonl"))
     processor = Processor(cfg)
@@ -450,7 +450,7 @@ def test_txn_delay_is_seeded_bounded_and_off_by_default() -> None:
 def test_the_queue_client_is_built_and_recorded_with_the_knobs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workloads.queue_client import QueueClient
+    from workloads.queue.client import QueueClient
 
     seen = _captured(monkeypatch)
     options = complete(
@@ -485,7 +485,7 @@ def test_the_queue_client_is_built_and_recorded_with_the_knobs(
 def test_the_queue_client_pauses_between_micro_ops_and_before_the_commit(
     tmp_path: Path,
 ) -> None:
-    from workloads.queue_client import QueueClient
+    from workloads.queue.client import QueueClient
 
     end = time.monotonic_ns() + 30 * 10**9
     cfg = QueueOptions(txn_delay_ms=30).process_config(2, "b:1", tmp_path / "2.jsonl", end)

@@ -24,7 +24,7 @@ from harness.substrate.runstate import marked_processes
 from history import is_nemesis, load_history, read_process_file
 from nemeses.kinds import parse_nemesis
 from nemeses.schedule import Event, Schedule, load
-from workloads.eos_config import EosOptions
+from workloads.eos.config import EosOptions
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parent.parent

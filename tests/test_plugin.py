@@ -38,7 +38,7 @@ import pytest
 
 from checkers import suites
 from harness.run import workloads
-from harness.run.drive import Outcome, Workload
+from workloads.drive import Outcome, Workload
 from history import Recorder
 from workloads.spec import WorkloadSpec
 

@@ -33,7 +33,7 @@ def broken_run(cluster: Any, store: Path, seed: int = 7) -> Path:
     from checkers.cli import check_run_dir
     from harness.run.nemesis import ScheduledNemesis
     from harness.run.runner import RunOptions, execute
-    from workloads.eos_config import EosOptions, Hook
+    from workloads.eos.config import EosOptions, Hook
 
     suffix = f"-report-{uuid.uuid4().hex[:6]}"
     options = RunOptions(

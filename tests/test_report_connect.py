@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.report import write_report
 from harness.report.data import flagged_values, load_run
-from workloads.connect_report import ConnectJourneys, contains, parse_value
+from workloads.connect.report import ConnectJourneys, contains, parse_value
 
 S = 10**9  # history times are nanoseconds
 

@@ -1,4 +1,4 @@
-"""Where a run's time went (``harness.run.timeuse``): availability per whole second of the
+"""Where a run's time went (``workloads.timeuse``): availability per whole second of the
 load, and each processor instance's time, on hand-built histories and on a kept real run."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.run.drivers import eos as eos_driver
-from harness.run.drivers import queue as queue_driver
-from harness.run.timeuse import SECOND_NS, availability, instance_times
+from workloads.eos import driver as eos_driver
+from workloads.queue import driver as queue_driver
+from workloads.timeuse import SECOND_NS, availability, instance_times
 
 DATA = Path(__file__).parent / "data" / "eos"
 S = SECOND_NS

@@ -25,7 +25,7 @@ from harness.cli import build_parser
 from harness.report.data import load_run
 from harness.report.render import repro_command
 from harness.run import workloads
-from harness.run.drive import Drive, Outcome, Workload
+from workloads.drive import Drive, Outcome, Workload
 from harness.run.runner import execute, options_from_args, write_config
 from history import Recorder
 from workloads.spec import Option, WorkloadSpec
@@ -165,7 +165,7 @@ def test_checkers_refuse_a_suite_they_do_not_have(tmp_path: Path) -> None:
 
 def _queue_run_dir(tmp_path: Path, options: dict[str, Any], history: bool = True) -> Path:
     from harness.run.options import RunOptions
-    from workloads.queue_options import QueueOptions
+    from workloads.queue.options import QueueOptions
 
     run_dir = tmp_path / "queue-run"
     run_dir.mkdir()
@@ -206,7 +206,7 @@ def test_queue_reproduce_command_has_queue_flags_only(tmp_path: Path) -> None:
 def test_queue_figures_count_each_value_once() -> None:
     """Consumers share keys and the final reader reads everything again: the throughput
     figure counts a value at its first poll, so the backlog (sent - polled) ends at 0."""
-    from workloads.queue import SPEC
+    from workloads.queue.supervisor import SPEC
 
     ops = [
         {"process": 0, "type": "ok", "f": "send", "value": [["send", 1, [0, 10]]]},

@@ -1,7 +1,7 @@
 """What every client process of a workload does the same way with confluent-kafka.
 
-The eos processor (``workloads.eos_processor``) and the queue client
-(``workloads.queue_client``) are different loops over the same client machinery: one
+The eos processor (``workloads.eos.processor``) and the queue client
+(``workloads.queue.client``) are different loops over the same client machinery: one
 transactional producer and one consumer in a group, built from the same settings; blocking
 transactional calls retried while the client calls the error retriable, within a budget, and
 never allowed to block for ever; rebalance callbacks; a close that does not wait on a stuck
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from workloads.eos_kafka import error_info, warn
+from workloads.clientinfo import error_info, warn
 from workloads.spec import Option
 
 #: How long past its own timeout a transactional call may block before we give up on it.

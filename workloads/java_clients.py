@@ -1,8 +1,8 @@
 """The Java twins of the workloads' client processes, as the supervisors start them.
 
 The sources are in ``workloads/java/src`` (package ``kafkaharness``): ``EosProcessor`` writes
-the history of ``workloads.eos_processor`` and ``QueueClient`` that of
-``workloads.queue_client``, each reading the same ``--config`` JSON. The harness compiles them
+the history of ``workloads.eos.processor`` and ``QueueClient`` that of
+``workloads.queue.client``, each reading the same ``--config`` JSON. The harness compiles them
 against the cluster's Kafka version (``ClusterAccess.java_client_command``); this module only
 names them and says how their JVMs are started. Why a Java client at all: librdkafka does not
 speak KIP-890's transaction version 2, and Kafka's own copier records no history op by op.

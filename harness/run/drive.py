@@ -1,10 +1,5 @@
-"""The contract between the runner and a workload's driver.
-
-The runner owns what every run shares (the run directory, ``config.json``, merging the
-history, ``summary.json``, the verdict); a driver owns what only its workload knows (which
-phases run in which order, when the faults may act, what its end-of-run tally counts). A
-driver gets a :class:`Drive` and returns an :class:`Outcome`; it never merges, writes the
-config or judges.
+"""The harness's side of the driver contract (``workloads.drive``): the :class:`Drive` a
+workload's driver is handed, with the run's nemeses behind :meth:`Drive.faults`.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ from harness.run.options import RunContext
 if TYPE_CHECKING:
     from harness.run.options import Nemesis, RunOptions
     from harness.substrate.api import Cluster
-    from history import Op
-    from workloads.spec import WorkloadSpec
+    from workloads.clientcontrol import ClientControl
 
 log = logging.getLogger("harness.run.drive")
 
@@ -43,7 +37,7 @@ class Drive:
     load_over: Callable[[], None] | None = None
 
     @contextlib.contextmanager
-    def faults(self, workload: Any, clients: Any = None) -> Iterator[RunContext]:
+    def faults(self, workload: Any, clients: ClientControl | None = None) -> Iterator[RunContext]:
         """The nemeses act while this is open; at its end every started one is stopped and
         healed (even when the block or a start failed), so the driver's last phase (a drain,
         final reads) sees a whole cluster."""
@@ -75,56 +69,3 @@ def call_all(nemeses: list[Nemesis], method: str, ctx: RunContext) -> None:
             first = first or exc
     if first is not None:
         raise first
-
-
-@dataclass
-class Outcome:
-    """What a driver reports: whether its final phase (drain, final reads) completed, and
-    figures only it can know (seconds spent seeding)."""
-
-    finished: bool
-    stats: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RunSummary:
-    """Plain counts from the merged history, printed beside the checkers' verdict and never
-    instead of it: ``tally`` (with ``line``, its one-line form) and throughput ``stats``
-    (with ``stats_line``). The summary and the report show :attr:`lines` as they are."""
-
-    tally: dict[str, Any] | None = None
-    line: str | None = None
-    stats: dict[str, Any] = field(default_factory=dict)
-    stats_line: str | None = None
-    #: Where the time went (``harness.run.timeuse``): availability, the processes' time.
-    time_lines: list[str] = field(default_factory=list)
-
-    @property
-    def lines(self) -> list[str]:
-        return [x for x in (self.line, self.stats_line, *self.time_lines) if x]
-
-
-def _no_summary(ops: list[Op]) -> RunSummary:
-    return RunSummary()
-
-
-def _as_is(options: RunOptions) -> RunOptions:
-    return options
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A workload as the harness runs it: its declaration, its driver and its summary.
-
-    ``prepare`` adjusts the workload options to the run's (the queue clients take the run's
-    time limit and seed) before ``config.json`` is written, so the config says what ran.
-    """
-
-    spec: WorkloadSpec
-    drive: Callable[[Drive], Outcome]
-    summarize: Callable[[list[Op]], RunSummary] = _no_summary
-    prepare: Callable[[RunOptions], RunOptions] = _as_is
-
-    @property
-    def name(self) -> str:
-        return self.spec.name

@@ -8,7 +8,7 @@ file per process in ``processes/``, the merged ``history.jsonl``, client logs in
 ``evidence/logdump.jsonl``) and the checkers' ``results.json``, and points ``<store>/latest``
 (and ``<store>/<test-name>/latest``) at it.
 
-The workload's driver (``harness.run.drivers``) runs its phases and says when the nemeses
+The workload's driver (``workloads.<name>.driver``) runs its phases and says when the nemeses
 act; the runner merges the history even when the run fails half-way, so whatever happened is
 on disk for a human to read. Nemeses plug in through :func:`build_nemeses`
 (``harness.run.nemesis``).

@@ -1,10 +1,10 @@
 """The registry of workloads: the one place the harness learns which workloads exist.
 
 A workload is its declaration (``workloads.<name>.SPEC``: options, flags, history files,
-checker suite names, figures) composed with its driver (``harness.run.drivers.<name>``).
+checker suite names, figures) composed with its driver (``workloads.<name>.driver.<name>``).
 The runner, ``python -m harness run``, the campaign, the matrix, the pytest plugin and the
 report look workloads up here by name; none of them names one. Adding a workload is a module
-in ``workloads/``, a driver in ``harness/run/drivers/``, a line in :data:`BUILTIN` and, for a
+in ``workloads/``, a driver in ``workloads/<name>/driver.py``, a line in :data:`BUILTIN` and, for a
 new kind of check, a suite in ``checkers.suites``.
 """
 
@@ -17,8 +17,11 @@ from typing import Any
 from common.errors import HarnessError
 from common.settings import parse_settings
 from harness.kafka.versions import KafkaVersion
-from harness.run.drive import Workload
-from harness.run.drivers import connect, eos, queue, streams
+from workloads.drive import Workload
+from workloads.connect import driver as connect
+from workloads.eos import driver as eos
+from workloads.queue import driver as queue
+from workloads.streams import driver as streams
 from harness.run.options import RunOptions
 from workloads.spec import Option, WorkloadSpec
 

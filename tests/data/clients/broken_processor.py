@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from history.recorder import Recorder
-from workloads import eos_processor
+from workloads.eos import processor as eos_processor
 
 _record = Recorder.record
 

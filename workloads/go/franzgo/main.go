@@ -48,7 +48,7 @@ const (
 	defaultInterval = 200
 )
 
-// Config is ProcessorConfig (workloads/eos_config.py) as JSON; unknown fields are refused.
+// Config is ProcessorConfig (workloads/eos/config.py) as JSON; unknown fields are refused.
 type Config struct {
 	Instance             int64             `json:"instance"`
 	Slot                 int64             `json:"slot"`

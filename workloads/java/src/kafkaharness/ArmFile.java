@@ -13,7 +13,7 @@ import java.util.Objects;
 
 /**
  * The moment a nemesis armed in this processor, read from the arm file beside its history
- * ({@code workloads.eos_config.arm_path}), and the fired file that says which moment fired.
+ * ({@code workloads.eos.config.arm_path}), and the fired file that says which moment fired.
  *
  * <p>The Python processor re-reads the arm file when SIGUSR2 arrives. A JVM must not get
  * SIGUSR2: HotSpot on Linux uses it to suspend and resume threads ({@code _JAVA_SR_SIGNUM}), and

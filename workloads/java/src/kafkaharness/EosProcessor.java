@@ -30,7 +30,7 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 
 /**
  * One consume-transform-produce processor instance on the Java client: the twin of
- * {@code workloads/eos_processor.py}, reading the same configuration ({@code ProcessorConfig}
+ * {@code workloads/eos/processor.py}, reading the same configuration ({@code ProcessorConfig}
  * as JSON, {@code --config}) and writing the same history ops, output headers and exit codes,
  * so the eos checkers judge its runs unchanged (docs/history-format.md, workload "eos").
  *

@@ -32,7 +32,7 @@ import org.apache.kafka.common.TopicPartition;
 
 /**
  * One client of the Jepsen-style queue workload on the Java client: the twin of
- * {@code workloads/queue_client.py}, reading the same configuration ({@code ClientConfig} as
+ * {@code workloads/queue/client.py}, reading the same configuration ({@code ClientConfig} as
  * JSON, {@code --config}) and writing the same ops (docs/history-format.md, workload "queue"):
  * send / poll / txn micro-op lists, assign / subscribe, crash, with {@code rebalance_log}.
  *

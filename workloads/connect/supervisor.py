@@ -26,8 +26,8 @@ from common.errors import HarnessError
 from common.procfs import process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
-from workloads import eos_final
-from workloads.connect_config import (
+from workloads import finalreads
+from workloads.connect.config import (
     BOUNDARIES,
     EXACTLY_ONCE,
     WORKER_LOG4J1,
@@ -35,9 +35,9 @@ from workloads.connect_config import (
     WORKER_MAIN,
     ConnectOptions,
 )
-from workloads.connect_journal import TaskJournals
-from workloads.connect_report import FIGURES, REPORT
-from workloads.connect_rest import RestError, free_port, port_of, rest_call
+from workloads.connect.journal import TaskJournals
+from workloads.connect.report import FIGURES, REPORT
+from workloads.connect.rest import RestError, free_port, port_of, rest_call
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, Supervisor, child_env, spawn_command
 from workloads.spec import Option, Variant, WorkloadSpec
@@ -45,7 +45,7 @@ from workloads.spec import Option, Variant, WorkloadSpec
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
-log = logging.getLogger("workloads.connect")
+log = logging.getLogger("workloads.connect.supervisor")
 
 #: A worker JVM is bigger than a client's: the REST server, the herder and T task producers.
 WORKER_JVM_OPTS = ("-Xms96m", "-Xmx384m", *JVM_OPTS[2:])
@@ -481,10 +481,10 @@ class ConnectWorkload(Supervisor):
             "final",
             meta={"workload": "connect", "role": "final"},
         ) as rec:
-            settled = eos_final.record_settle(
+            settled = finalreads.record_settle(
                 rec, bootstrap, o.data_topic, o.partitions, o.transaction_timeout_ms
             )
-            eos_final.record_reads(rec, bootstrap, o.data_topic, o.partitions)
+            finalreads.record_reads(rec, bootstrap, o.data_topic, o.partitions)
             complete = record_offsets(rec, bootstrap, o.offsets_topic, 5)
         return settled and complete
 
@@ -522,8 +522,8 @@ def record_offsets(rec: Recorder, bootstrap: str, topic: str, partitions: int) -
     complete = True
     for p in range(partitions):
         try:
-            records, done = eos_final.read_in_child(bootstrap, topic, p, "read_committed", 60.0)
-        except eos_final.ReaderCrashed as exc:
+            records, done = finalreads.read_in_child(bootstrap, topic, p, "read_committed", 60.0)
+        except finalreads.ReaderCrashed as exc:
             rec.info(
                 "offsets", {**ask, "records": rows}, {"code": "READER_FAILED", "message": str(exc)}
             )

@@ -1,7 +1,7 @@
 """The queue workload's options: what a run asks of its clients, checked before any work.
 
-Each client process gets its own :class:`workloads.queue_config.ClientConfig` from these
-(:meth:`QueueOptions.process_config`); the supervisor (``workloads.queue``) starts them.
+Each client process gets its own :class:`workloads.queue.config.ClientConfig` from these
+(:meth:`QueueOptions.process_config`); the supervisor (``workloads.queue.supervisor``) starts them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from common.errors import HarnessError
 from workloads import jsonconfig
 from workloads.clients import client_python_problem, probe_client_settings
 from workloads.java_clients import CLIENTS
-from workloads.queue_config import OP_FS, SUB_VIAS, BadConfig, ClientConfig
+from workloads.queue.config import OP_FS, SUB_VIAS, BadConfig, ClientConfig
 
 
 @dataclass
@@ -53,7 +53,7 @@ class QueueOptions:
     final_timeout_s: float = 60.0
     group_id: str | None = None
     txn_id_prefix: str | None = None
-    #: ``python`` (confluent-kafka, ``workloads.queue_client``) or ``java`` (its Java twin,
+    #: ``python`` (confluent-kafka, ``workloads.queue.client``) or ``java`` (its Java twin,
     #: ``workloads/java``: the same ops on the Java client).
     client: str = "python"
     #: ``--client-python``: the interpreter of the confluent-kafka processes (None: the

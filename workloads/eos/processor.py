@@ -1,6 +1,6 @@
 """One consume-transform-produce processor instance, as its own OS process.
 
-``python -m workloads.eos_processor --config JSON`` runs a single instance: one consumer in
+``python -m workloads.eos.processor --config JSON`` runs a single instance: one consumer in
 the workload's group, one (transactional) producer, one history file whose process id is the
 instance number. Being a separate OS process is the point: the harness can SIGKILL it (a
 crash), SIGSTOP it for longer than its session timeout (a zombie, KIP-447's GC-pause scenario)
@@ -9,7 +9,7 @@ or SIGTERM it (a clean stop), exactly as happens to real stream processors.
 The loop is the textbook exactly-once pattern (Kafka: The Definitive Guide, ch. 8; KIP-447):
 poll a batch, begin a transaction, produce one output per input, add the consumer's positions
 to the transaction with the consumer group metadata (so the group coordinator can fence a
-zombie by generation), commit. Broken variants (see ``workloads.eos_config.VARIANTS``) change
+zombie by generation), commit. Broken variants (see ``workloads.eos.config.VARIANTS``) change
 exactly one of those steps so that checkers can be shown to catch the difference.
 
 Exit status: 0 clean stop, 2 bad configuration, 3 fenced, 4 fatal client error, 5 outcome of
@@ -53,8 +53,8 @@ from workloads.clients import (
     make_clients,
     subscribe,
 )
-from workloads.eos_config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
-from workloads.eos_kafka import error_info, is_fenced, parse_group_metadata, warn
+from workloads.eos.config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
+from workloads.clientinfo import error_info, is_fenced, parse_group_metadata, warn
 
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2
@@ -554,7 +554,7 @@ class Processor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.eos_processor")
+    parser = argparse.ArgumentParser(prog="python -m workloads.eos.processor")
     parser.add_argument("--config", required=True, help="ProcessorConfig as a JSON object")
     args = parser.parse_args(argv)
     try:

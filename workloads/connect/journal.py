@@ -24,7 +24,7 @@ from typing import Any
 
 from history import Recorder
 
-log = logging.getLogger("workloads.connect")
+log = logging.getLogger("workloads.connect.supervisor")
 
 #: Seconds between two looks at the journals.
 TAIL_INTERVAL_S = 0.5

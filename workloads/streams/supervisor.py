@@ -23,18 +23,18 @@ from typing import IO, TYPE_CHECKING, Any
 from common.errors import HarnessError
 from common.waits import wait_for
 from history import HistoryError, Recorder, read_process_file
-from workloads import eos_final
-from workloads.eos import EosWorkload
+from workloads import finalreads
+from workloads.eos.supervisor import EosWorkload
 from workloads.java_clients import JVM_OPTS
 from workloads.processes import Child, child_env, spawn_command
 from workloads.spec import Figures, OpCount, Option, Variant, WorkloadSpec
-from workloads.streams_config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
-from workloads.streams_report import REPORT
+from workloads.streams.config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
+from workloads.streams.report import REPORT
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
-log = logging.getLogger("workloads.streams")
+log = logging.getLogger("workloads.streams.supervisor")
 
 #: A Streams instance holds a consumer, a producer per thread, a restore consumer and
 #: RocksDB's native memory (outside the heap).
@@ -143,14 +143,14 @@ class StreamsWorkload(EosWorkload):
         bootstrap = self.cluster.internal_bootstrap
         written = (o.output_topic, o.aggregate_topic, o.changelog_topic)
         for topic in written:
-            eos_final.record_settle(rec, bootstrap, topic, o.partitions, o.transaction_timeout_ms)
+            finalreads.record_settle(rec, bootstrap, topic, o.partitions, o.transaction_timeout_ms)
         for topic in (o.input_topic, *written):
-            eos_final.record_reads(rec, bootstrap, topic, o.partitions)
-        eos_final.record_group_offsets(rec, self.cluster, o.group_id)
+            finalreads.record_reads(rec, bootstrap, topic, o.partitions)
+        finalreads.record_group_offsets(rec, self.cluster, o.group_id)
         for topic in (o.input_topic, *written):
-            eos_final.record_watermarks(rec, bootstrap, topic, o.partitions)
+            finalreads.record_watermarks(rec, bootstrap, topic, o.partitions)
         if o.find_hanging:
-            eos_final.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
+            finalreads.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
 
     def finish(self) -> bool:
         """Drain, stop the instances, record the final state; False if the drain timed out."""

@@ -1,6 +1,6 @@
 """The Jepsen-style ``queue`` workload: supervisor, final drain, and ``run_queue``.
 
-The clients are separate OS processes (:mod:`workloads.queue_client`, or with
+The clients are separate OS processes (:mod:`workloads.queue.client`, or with
 ``client="java"`` its Java twin from ``workloads/java``, which writes the same ops), one Jepsen
 process each, spawned in their own sessions with the cluster's environment so the reaper can
 find them if the harness dies. The supervisor keeps ``clients`` of them running until the time
@@ -44,18 +44,18 @@ from workloads.clients import (
 )
 from workloads.java_clients import CLIENTS, JVM_OPTS, QUEUE_CLIENT
 from workloads.processes import Child, Supervisor, child_env, spawn_command, spawn_module
-from workloads.queue_config import (
+from workloads.queue.config import (
     CLEAN_EXITS,
     SUB_VIAS,
 )
-from workloads.queue_final import read_to_end
-from workloads.queue_options import QueueOptions
+from workloads.queue.final import read_to_end
+from workloads.queue.options import QueueOptions
 from workloads.spec import Figures, Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
-log = logging.getLogger("workloads.queue")
+log = logging.getLogger("workloads.queue.supervisor")
 
 #: A client that dies sooner than this after its start delays its successor by as much, so a
 #: client that cannot start (broker unreachable) does not spin the CPU.
@@ -186,7 +186,7 @@ class QueueWorkload(Supervisor):
                     argv = [*self._java_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.queue_client",
+                    "workloads.queue.client",
                     ["--config", cfg.to_json()],
                     env,
                     logf,

@@ -1,4 +1,5 @@
-"""Final-state observations of an eos run, recorded under process ``"final"``.
+"""Final-state observations of a run, recorded under process ``"final"`` (the eos, connect and
+streams workloads share them).
 
 After the processors stop, what Kafka durably holds is the verdict's raw material: every
 output record as a read_committed reader and as a read_uncommitted reader sees it, the
@@ -136,7 +137,7 @@ def _group_state(bootstrap: str, group: str) -> dict[str, Any]:
     return {"state": desc.state.name, "members": len(desc.members)}
 
 
-#: Observations made by short-lived children (``python -m workloads.eos_final CALL ARGS``).
+#: Observations made by short-lived children (``python -m workloads.finalreads CALL ARGS``).
 #: Group queries are among them: librdkafka's admin client has aborted the harness process
 #: (``rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed``) on the
 #: call after a timed-out one, and segfaulted in its group code; a child takes the crash.
@@ -165,7 +166,7 @@ def _in_child(call: str, *args: Any, timeout: float = 600.0) -> Any:
     last = ""
     for _attempt in range(2):
         proc = subprocess.run(
-            [sys.executable, "-m", "workloads.eos_final", call, json.dumps(args)],
+            [sys.executable, "-m", "workloads.finalreads", call, json.dumps(args)],
             capture_output=True,
             text=True,
             timeout=timeout,

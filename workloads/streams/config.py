@@ -1,6 +1,6 @@
 """What the streams workload's pieces agree on: its options and the instance configuration.
 
-The supervisor (``workloads.streams``) ships each instance of the Kafka Streams application
+The supervisor (``workloads.streams.supervisor``) ships each instance of the Kafka Streams application
 (``workloads/java/streams``, an OS process of its own) an :class:`InstanceConfig` as JSON on
 its command line. The record headers and the group-key rule are part of the history format
 (``history.streams_records``), because the checkers read them too.

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.run.drive import Drive, Outcome, RunSummary, Workload
-from harness.run.timeuse import (
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.timeuse import (
     Availability,
     TimeUse,
     availability,
@@ -25,7 +25,7 @@ from harness.run.timeuse import (
     instances_line,
 )
 from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
-from workloads.eos import SPEC, EosWorkload
+from workloads.eos.supervisor import SPEC, EosWorkload
 
 if TYPE_CHECKING:
     from history import Op
@@ -186,7 +186,7 @@ def run_stats(ops: Iterable[Op]) -> dict[str, Any]:
 def time_use(ops: list[Op]) -> TimeUse:
     """Availability over the load (from the first spawn to the final drain): the seconds in
     which seeded inputs were waiting uncommitted, and of those the ones in which a
-    transaction committed; and each instance's time (:func:`harness.run.timeuse.instance_times`)."""
+    transaction committed; and each instance's time (:func:`workloads.timeuse.instance_times`)."""
     seeded: list[tuple[int, int]] = []  # (time, values) of acknowledged seeds
     committed: list[tuple[int, int]] = []  # (time, outputs) of committed transactions
     start = end = None

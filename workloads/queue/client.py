@@ -1,6 +1,6 @@
 """One client of the Jepsen-style ``queue`` workload, as its own OS process.
 
-``python -m workloads.queue_client --config JSON`` runs a single logical Jepsen *process*: one
+``python -m workloads.queue.client --config JSON`` runs a single logical Jepsen *process*: one
 producer, one consumer, one history file whose process id is an int. Being an OS process of its
 own is the point: the harness can SIGSTOP it (a GC pause), SIGKILL it (a crash) and replace it
 with a fresh process under a new id, exactly as Jepsen replaces a crashed client.
@@ -67,8 +67,8 @@ from workloads.clients import (
     make_clients,
     subscribe,
 )
-from workloads.eos_kafka import error_info, warn
-from workloads.queue_config import (
+from workloads.clientinfo import error_info, warn
+from workloads.queue.config import (
     EXIT_BAD_CONFIG,
     EXIT_CRASH,
     EXIT_INIT,

@@ -13,15 +13,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harness.run.drive import Drive, Outcome, RunSummary, Workload
-from harness.run.options import RunOptions
-from workloads.connect import SPEC, ConnectWorkload, run_phases
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.connect.supervisor import SPEC, ConnectWorkload, run_phases
 
 if TYPE_CHECKING:
     from history import Op
 
 
-def prepare(options: RunOptions) -> RunOptions:
+def prepare(options: Any) -> Any:
     connect = replace(options.workload_options, seed=options.seed)
     return replace(options, workload_options=connect)
 

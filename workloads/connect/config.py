@@ -1,7 +1,7 @@
 """The connect workload's options and the Connect configurations made from them.
 
 The worker and connector properties are the workload's contract with Kafka Connect: they
-live here, apart from the supervisor and the REST driver (``workloads.connect``), so tests
+live here, apart from the supervisor and the REST driver (``workloads.connect.supervisor``), so tests
 can read what a run asks of Connect without starting one.
 """
 
@@ -134,7 +134,7 @@ class ConnectOptions:
 
     def connector_config(self, tasks: int, journal_dir: str = "") -> dict[str, str]:
         """The connector's config; ``journal_dir`` is where its tasks keep their journals
-        (``workloads.connect_journal``; empty: none)."""
+        (``workloads.connect.journal``; empty: none)."""
         config = {
             "connector.class": CONNECTOR_CLASS,
             "tasks.max": str(tasks),

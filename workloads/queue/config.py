@@ -2,8 +2,8 @@
 
 The configuration (``ClientConfig``, refused before any op runs when its history would be
 meaningless), the op kinds, the value encoding and the exit codes are shared by the client
-(``workloads.queue_client``) and the supervisor that starts it and reads its records
-(``workloads.queue``); they live apart from the client loop, as ``eos_config`` does for the
+(``workloads.queue.client``) and the supervisor that starts it and reads its records
+(``workloads.queue.supervisor``); they live apart from the client loop, as ``eos_config`` does for the
 eos processor.
 """
 

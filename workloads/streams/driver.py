@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.run.drive import Drive, Outcome, RunSummary, Workload
-from harness.run.drivers.eos import WorkloadClients
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.eos.driver import WorkloadClients
 from history.streams_records import (
     H_SRC_OFFSET,
     H_SRC_PARTITION,
@@ -23,7 +23,7 @@ from history.streams_records import (
     group_key,
     parse_aggregate,
 )
-from workloads.streams import SPEC, StreamsWorkload
+from workloads.streams.supervisor import SPEC, StreamsWorkload
 
 if TYPE_CHECKING:
     from history import Op

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from history import Recorder
-from workloads.queue_config import decode_value
+from workloads.queue.config import decode_value
 
-log = logging.getLogger("workloads.queue")
+log = logging.getLogger("workloads.queue.supervisor")
 
 
 def read_to_end(

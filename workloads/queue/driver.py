@@ -1,21 +1,21 @@
 """The queue workload's driver: clients under faults until the time limit, then final reads.
 
 The clients take the run's time limit and seed; faults act while they run and are healed
-before the leftovers are fenced and every key is read to its end (``workloads.queue``).
+before the leftovers are fenced and every key is read to its end (``workloads.queue.supervisor``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from harness.run.drive import Drive, Outcome, RunSummary, Workload
-from harness.run.options import RunOptions
-from harness.run.timeuse import availability, availability_line
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.timeuse import availability, availability_line
 from history import Op
-from workloads.queue import SPEC, QueueWorkload, run_phases
+from workloads.queue.supervisor import SPEC, QueueWorkload, run_phases
 
 
-def prepare(options: RunOptions) -> RunOptions:
+def prepare(options: Any) -> Any:
     queue = replace(options.workload_options, seed=options.seed)
     return replace(options, workload_options=queue)
 

@@ -2,7 +2,7 @@
 
 The harness composes it with a cluster and (elsewhere) nemeses; this module knows nothing
 about faults beyond exposing the processors so a nemesis can kill, pause and resume them.
-Processors are separate OS processes (``workloads.eos_processor``) in their own sessions,
+Processors are separate OS processes (``workloads.eos.processor``) in their own sessions,
 spawned with the cluster's environment so the reaper can find them if the harness dies.
 
 Keeping K alive is what makes a processor crash a realistic fault: when an instance exits
@@ -28,9 +28,10 @@ from common.errors import HarnessError
 from common.procfs import catches_signal, process_state
 from common.waits import WaitTimeout, wait_for
 from history import Recorder
-from workloads import client_registry, eos_final
+from workloads import client_registry
+from workloads import finalreads
 from workloads.clients import CLIENT_KNOBS, group_broker_settings, group_protocol_needs
-from workloads.eos_config import (
+from workloads.eos.config import (
     CLIENTS,
     TXN_ID_STRATEGIES,
     VARIANTS,
@@ -38,8 +39,8 @@ from workloads.eos_config import (
     arm_path,
     fired_path,
 )
-from workloads.eos_report import REPORT
-from workloads.eos_seeder import SeedResult, result_from_history
+from workloads.eos.report import REPORT
+from workloads.eos.seeder import SeedResult, result_from_history
 from workloads.java_clients import EOS_PROCESSOR, JVM_OPTS
 from workloads.processes import (
     PROJECT_ROOT,
@@ -55,7 +56,7 @@ from workloads.spec import Figures, Option, Variant, WorkloadSpec
 if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
-log = logging.getLogger("workloads.eos")
+log = logging.getLogger("workloads.eos.supervisor")
 
 #: An instance that dies sooner than this after its start delays its successor by as much,
 #: so a processor that cannot start (bad config, broker gone) does not spin the CPU.
@@ -130,7 +131,7 @@ class EosWorkload(Supervisor):
         stop = stop or threading.Event()
         t0 = time.monotonic()
         with open(self.logs_dir / "seeder.log", "ab") as logf:
-            proc = spawn_module("workloads.eos_seeder", ["--config", json.dumps(config)], env, logf)
+            proc = spawn_module("workloads.eos.seeder", ["--config", json.dumps(config)], env, logf)
             try:
                 while proc.poll() is None:
                     if stop.wait(0.2):
@@ -171,7 +172,7 @@ class EosWorkload(Supervisor):
                     argv = [*self._client_command, "--config", cfg.to_json()]
                     return spawn_command(argv, env, logf, gid)
                 return spawn_module(
-                    "workloads.eos_processor",
+                    "workloads.eos.processor",
                     ["--config", cfg.to_json()],
                     env,
                     logf,
@@ -187,7 +188,7 @@ class EosWorkload(Supervisor):
     ) -> subprocess.Popen[bytes]:
         """Kafka's Java TransactionalMessageCopier as this slot's processor (see eos_copier),
         as group ``gid`` when given."""
-        from workloads.eos_copier import copier_command, start_copier
+        from workloads.eos.copier import copier_command, start_copier
 
         o = self.options
         cmd = copier_command(
@@ -228,8 +229,8 @@ class EosWorkload(Supervisor):
 
         def stable() -> bool:
             try:
-                state, members = eos_final.group_state(self.cluster, group)
-            except eos_final.ReaderCrashed:
+                state, members = finalreads.group_state(self.cluster, group)
+            except finalreads.ReaderCrashed:
                 return False
             return state == "STABLE" and members == want
 
@@ -334,8 +335,8 @@ class EosWorkload(Supervisor):
 
         def drained() -> bool:
             try:
-                offsets = eos_final.group_offsets(self.cluster, o.group_id)
-            except eos_final.ReaderCrashed as exc:
+                offsets = finalreads.group_offsets(self.cluster, o.group_id)
+            except finalreads.ReaderCrashed as exc:
                 # A coordinator moving after a fault: ask again until the drain's deadline.
                 log.info("drain: group offsets not available yet: %s", exc)
                 return False
@@ -363,15 +364,15 @@ class EosWorkload(Supervisor):
         """Everything Kafka holds at the end, through the brokers' internal listeners."""
         o = self.options
         bootstrap = self.cluster.internal_bootstrap
-        eos_final.record_settle(
+        finalreads.record_settle(
             rec, bootstrap, o.output_topic, o.partitions, o.transaction_timeout_ms
         )
-        eos_final.record_reads(rec, bootstrap, o.output_topic, o.partitions)
-        eos_final.record_group_offsets(rec, self.cluster, o.group_id)
+        finalreads.record_reads(rec, bootstrap, o.output_topic, o.partitions)
+        finalreads.record_group_offsets(rec, self.cluster, o.group_id)
         for topic in (o.input_topic, o.output_topic):
-            eos_final.record_watermarks(rec, bootstrap, topic, o.partitions)
+            finalreads.record_watermarks(rec, bootstrap, topic, o.partitions)
         if o.find_hanging:
-            eos_final.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
+            finalreads.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
 
     def finish(self) -> bool:
         """Drain, stop the processors, record the final state; ``False`` if the drain timed out."""

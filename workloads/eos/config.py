@@ -1,6 +1,6 @@
 """What the eos workload's pieces agree on: options, variants, hooks and names.
 
-The supervisor (``workloads.eos``) and the processors (``workloads.eos_processor``, separate
+The supervisor (``workloads.eos.supervisor``) and the processors (``workloads.eos.processor``, separate
 OS processes that receive their configuration as JSON on the command line) read these
 definitions. The record headers and the value transform are part of the history format
 (``history.eos_records``), because checkers read them too.
@@ -32,9 +32,9 @@ HOOK_ACTIONS = ("kill", "stop", "exit")
 #: Producer settings of a processor, before the user's ``--client-config``.
 PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})
 #: The registered clients that run eos (``workloads/manifests``): ``python``: confluent-kafka
-#: processors (``workloads.eos_processor``); ``java``: their Java twin on the Java client
+#: processors (``workloads.eos.processor``); ``java``: their Java twin on the Java client
 #: (``workloads/java``, same history); ``copier``: Kafka's own TransactionalMessageCopier
-#: (``workloads.eos_copier``, no history op by op); then every built client (``franz-go``).
+#: (``workloads.eos.copier``, no history op by op); then every built client (``franz-go``).
 CLIENTS = client_registry.names("eos")
 
 

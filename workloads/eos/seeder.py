@@ -21,7 +21,7 @@ from typing import Any
 
 from history import Recorder
 from history.eos_records import poison_value, seed_value
-from workloads.eos_kafka import error_info
+from workloads.clientinfo import error_info
 
 #: How long an unacknowledged send may stay in flight (rides out elections and partitions).
 DELIVERY_TIMEOUT_MS = 120_000
@@ -219,7 +219,7 @@ def result_from_history(path: Path, seconds: float) -> SeedResult:
 
 
 def main() -> None:
-    """``python -m workloads.eos_seeder --config JSON``: the seeder as its own OS process.
+    """``python -m workloads.eos.seeder --config JSON``: the seeder as its own OS process.
 
     A native client crash in the seeder then ends one client process (recorded by what is
     already in its history), not the harness. SIGTERM stops it after the current batch.
