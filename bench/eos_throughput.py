@@ -22,8 +22,8 @@ from pathlib import Path
 from harness.substrate.api import ClusterConfig
 from harness.substrate.process.cluster import Cluster
 from history import Recorder, read_process_file
-from workloads.eos.supervisor import EosWorkload
 from workloads.eos.config import EosOptions
+from workloads.eos.supervisor import EosWorkload
 
 
 def one(

@@ -8,7 +8,7 @@ says which example matched. The verdict stays invalid: a known bug is still a bu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,6 @@ class KnownFinding:
     title: str
     #: Evidence lines of a verdict that matches (empty: it does not).
     signature: Callable[[dict[str, Any]], list[str]]
-    #: The registered clients whose library has the bug: a run of another client is not
-    #: matched (a signature reads the history's shape, and two libraries can leave the same
-    #: shape for different reasons: KafkaJS and Confluent's JavaScript client both record
-    #: generation -1, only one commits offsets without it).
-    clients: frozenset[str]
 
     @property
     def link(self) -> str:
@@ -103,27 +98,31 @@ KNOWN: tuple[KnownFinding, ...] = (
         "librdkafka starts a partition at auto.offset.reset when a rebalance interrupts its "
         "wait on pending transactional offsets",
         _f5,
-        frozenset({"python", "confluent-js"}),
     ),
     KnownFinding(
         "F7",
         "KafkaJS commits transactional offsets without group metadata, so a zombie member "
         "is not fenced",
         _f7,
-        frozenset({"kafkajs"}),
     ),
 )
 
 
-def known_findings(verdict: dict[str, Any], client: str | None = None) -> list[dict[str, Any]]:
-    """The documented findings an invalid verdict of a run of ``client`` matches (None: a
-    run whose client is not recorded, every finding is tried): ``{"id", "title", "link",
-    "evidence"}`` each (nothing for a valid or unknown one)."""
+def known_findings(
+    verdict: dict[str, Any], findings: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """The documented findings an invalid verdict matches, of those its client's library is
+    known for (``findings``: the ids its manifest lists, recorded in the run's options as
+    ``client_findings``; None: not recorded, every finding is tried): ``{"id", "title",
+    "link", "evidence"}`` each (nothing for a valid or unknown one). A run of a client whose
+    library has no such bug is not matched: a signature reads the history's shape, and two
+    libraries can leave the same shape for different reasons (KafkaJS and Confluent's
+    JavaScript client both record generation -1, only one commits offsets without it)."""
     if verdict.get("valid") is not False:
         return []
     out = []
     for k in KNOWN:
-        if client is not None and client not in k.clients:
+        if findings is not None and k.id not in findings:
             continue
         evidence = k.signature(verdict)
         if evidence:

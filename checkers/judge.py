@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -148,7 +149,7 @@ class Judgement:
         finally:
             self._stop_spark()
         options = (self.ctx.config or {}).get("workload_options") or {}
-        result = merge_verdicts(parts, client=options.get("client"))
+        result = merge_verdicts(parts, findings=options.get("client_findings"))
         write_results(self.run_dir, result)
         return result
 
@@ -182,15 +183,17 @@ class Judgement:
         return {c.name: parts[c.name] for c in checks if c.name in parts}
 
 
-def merge_verdicts(parts: dict[str, dict[str, Any]], client: str | None = None) -> dict[str, Any]:
+def merge_verdicts(
+    parts: dict[str, dict[str, Any]], findings: Collection[str] | None = None
+) -> dict[str, Any]:
     """Combine the partial verdicts of the run-dir checks into the printed result.
 
     Two shapes of part exist: broker-log evidence names its anomaly types per checker
     (``anomalies`` and ``bad_anomaly_types`` inside each checker), the eos checks name them
     at part level (``anomalies`` = counts of the checks that failed, one checker per type,
     ``liveness`` beside). A part whose own ``valid`` is false always makes the run invalid,
-    whatever shape it has, so no part can be lost in the merge. ``client`` (the run's, from
-    its config) limits the known findings to those of its library.
+    whatever shape it has, so no part can be lost in the merge. ``findings`` (the ids the
+    run's client is known for, from its config) limits the known findings to those.
     """
     checkers: dict[str, Any] = {}
     anomalies: dict[str, int] = {}
@@ -235,7 +238,7 @@ def merge_verdicts(parts: dict[str, dict[str, Any]], client: str | None = None) 
         out["stats"] = stats
     if notes:
         out["input_notes"] = notes
-    found = known_findings(out, client)
+    found = known_findings(out, findings)
     if found:
         out["known_findings"] = found
     return out

@@ -163,8 +163,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     the workloads' declarations, never the other way round."""
     from checkers.spark import use_master
     from harness.report import write_report
+    from harness.run.arguments import options_from_args
     from harness.run.progress import LiveProgress
-    from harness.run.runner import options_from_args, run, start_run_dir
+    from harness.run.runner import run, start_run_dir
     from harness.run.summary import print_summary
     from harness.run.verdict import exit_status
     from harness.run.workloads import get
@@ -354,9 +355,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=client_check_command)
 
     p = sub.add_parser("run", help="run one test on a fresh cluster and store its history")
-    from harness.run.runner import add_run_arguments
+    from harness.run.arguments import add_run_arguments
+    from harness.run.workloads import add_workload_arguments
+    from harness.substrate.api import add_shape_arguments
 
     add_run_arguments(p)
+    p.add_argument(
+        "--replay",
+        default=None,
+        metavar="SCHEDULE.json",
+        help="replay the faults of a saved schedule.json",
+    )
+    p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
+    add_shape_arguments(p)
+    add_backend_argument(p)
+    add_workload_arguments(p)
     from checkers.spark import add_master_argument
 
     add_master_argument(p)

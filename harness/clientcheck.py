@@ -54,6 +54,8 @@ CONTRACT_CLIENTS = client_registry.contract_clients()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from harness.run.arguments import add_run_arguments
+
     p.add_argument("client", metavar="CLIENT", help=f"one of: {', '.join(CONTRACT_CLIENTS)}")
     p.add_argument(
         "--cases",
@@ -61,10 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAMES",
         help=f"which cases, comma-separated (default all: {', '.join(CASES)})",
     )
-    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION, metavar="V")
-    p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="per case")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--store", default="store", metavar="DIR")
+    # Each case's faults are its own: no --nemesis.
+    add_run_arguments(p, time_limit=20.0, seed=1, nemesis=None)
 
 
 def _cases(spec: str) -> list[str]:
@@ -78,31 +78,22 @@ def _cases(spec: str) -> list[str]:
     return names
 
 
-def case_options(
-    client: str, case: str, *, time_limit: float, seed: int, kafka_version: str, store: Path
-) -> RunOptions:
-    """The options of one case's run: the client's eos processors under the case's faults,
-    with topics, group and transactional ids of the case's own (the cases share a cluster)."""
-    from harness.run.workloads import complete
+def case_options(args: argparse.Namespace, case: str, store: Path) -> RunOptions:
+    """The options of one case's run: the client's eos processors (``args.client``) under the
+    case's faults, with topics, group and transactional ids of the case's own (the cases share
+    a cluster); ``args`` as the command's flags give them."""
+    from harness.run.arguments import options_from_args
     from harness.run.workloads import get as get_workload
 
-    spec = get_workload("eos").spec
     tag = f"cc-{case}-{uuid.uuid4().hex[:6]}"
-    wopts = spec.options_from_dict(
-        {**spec.isolate(tag), "client": client, "seed": seed, "session_timeout_ms": 6000}
-    )
-    return complete(
-        RunOptions(
-            workload="eos",
-            workload_options=wopts,
-            time_limit=time_limit,
-            seed=seed,
-            kafka_version=kafka_version,
-            nemesis=CASES[case],
-            nemesis_interval=3.0,
-            nemesis_duration=4.0,
-            store=store,
-        )
+    return options_from_args(
+        args,
+        fields={**get_workload("eos").spec.isolate(tag), "session_timeout_ms": 6000},
+        workload="eos",
+        store=store,
+        nemesis=CASES[case],
+        nemesis_interval=3.0,
+        nemesis_duration=4.0,
     )
 
 
@@ -136,16 +127,18 @@ def check_client(
     time_limit: float,
     seed: int,
     kafka_version: str = DEFAULT_KAFKA_VERSION,
+    transaction_version: int | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     """Every case, one after the other, on ``cluster`` (healed between cases by each run's
     nemesis); one line per case (and per breach) on ``out``; the exit status."""
+    args = argparse.Namespace(
+        client=client, time_limit=time_limit, seed=seed, kafka_version=kafka_version,
+        transaction_version=transaction_version,
+    )  # fmt: skip
     failed = 0
     for case in cases:
-        options = case_options(
-            client, case, time_limit=time_limit, seed=seed, kafka_version=kafka_version,
-            store=root / "cases" / case,
-        )  # fmt: skip
+        options = case_options(args, case, root / "cases" / case)
         breaches, summary = run_case(cluster, options, case)
         if breaches:
             failed += 1
@@ -205,13 +198,10 @@ def client_check_command(args: argparse.Namespace) -> int:
             f"known: {', '.join(CONTRACT_CLIENTS)}"
         )
     cases = _cases(args.cases)
-    if args.time_limit <= 0:
-        raise HarnessError("--time-limit must be positive")
     root = Path(args.store) / "client-check" / args.client / time.strftime("%Y%m%dT%H%M%S")
-    first = case_options(
-        args.client, cases[0], time_limit=args.time_limit, seed=args.seed,
-        kafka_version=args.kafka_version, store=root,
-    )  # fmt: skip
+    # Checks every flag (the client's options against its manifest included) once, before
+    # the cluster starts.
+    first = case_options(args, cases[0], root)
     # One cluster and one Spark session for every case: a case's faults are healed when its
     # run ends, and its names are its own.
     start_spark()
@@ -220,6 +210,7 @@ def client_check_command(args: argparse.Namespace) -> int:
             return check_client(
                 cluster, args.client, cases, root, time_limit=args.time_limit,
                 seed=args.seed, kafka_version=args.kafka_version,
+                transaction_version=args.transaction_version,
             )  # fmt: skip
     finally:
         stop_spark()

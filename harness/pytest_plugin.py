@@ -23,6 +23,7 @@ cannot, Kafka's Java copier, is skipped with the reason).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import time
@@ -56,10 +57,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--store", default="store", help="where runs keep their evidence")
     group.addoption("--time-limit", type=float, default=None, help="seconds of load per scenario")
     group.addoption("--seed", type=int, default=None, help="seed of workloads and schedules")
-    group.addoption(
-        "--nemesis",
+    from harness.run.arguments import add_nemesis_arguments
+
+    add_nemesis_arguments(
+        group.addoption,
         default=None,
-        help="override the fault kinds of every correct-workload scenario (e.g. 'all')",
+        why="given, it overrides the faults of every correct-workload scenario "
+        "(default: each scenario's own)",
+        timing=False,
     )
     group.addoption(
         "--broker-config",
@@ -120,6 +125,22 @@ def harness_store(request: pytest.FixtureRequest) -> Path:
     path = Path(request.config.getoption("--store")).resolve() / "pytest" / session
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _shape(config: pytest.Config) -> argparse.Namespace:
+    """The suite's flags that every run's options take (the workers' clusters are shaped so),
+    as a command's parsed flags, for ``harness.run.arguments.options_from_args``."""
+    option = config.getoption
+    return argparse.Namespace(
+        kafka_version=option("--kafka-version"),
+        store=option("--store"),
+        nodes=option("--nodes"),
+        broker_config=option("--broker-config"),
+        replication_factor=option("--replication-factor"),
+        min_insync_replicas=option("--min-insync-replicas"),
+        backend=option("--backend"),
+        hosts=option("--hosts"),
+    )
 
 
 def _cluster_config(request: pytest.FixtureRequest, store: Path) -> Any:
@@ -249,16 +270,20 @@ def history(request: pytest.FixtureRequest, harness_store: Path) -> HistoryDir:
 
 
 @pytest.fixture
-def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """``with nemesis("pause,kill", time_limit=20, clients=workload):`` runs a seeded schedule
-    against the worker's cluster (and the workload's processes, if given) and stops it at
-    exit; the cluster is healed after the test either way."""
-    from nemeses.engine import Nemesis as Engine
-    from nemeses.kinds import parse_nemesis
-    from nemeses.schedule import generate
-    from nemeses.targets import FaultContext
+def nemesis(
+    healthy_cluster: Any, request: pytest.FixtureRequest, harness_store: Path
+) -> Iterator[Callable[..., Any]]:
+    """``with nemesis("pause,kill", time_limit=20, clients=workload) as engine:`` runs a
+    seeded schedule against the worker's cluster (and the workload's processes, if given) and
+    stops it at exit; the cluster is healed after the test either way. The schedule is a
+    run's (``harness.run.nemesis``): ``all`` leaves out what this cluster and these clients
+    cannot serve, with the reasons in ``schedule.json``, saved with the faults' history in
+    ``nemeses/<test>-<n>/`` of the session's store."""
+    from harness.run.arguments import options_from_args
+    from harness.run.nemesis import ScheduledNemesis
+    from harness.run.options import RunContext
 
-    engines: list[Engine] = []
+    started: list[tuple[ScheduledNemesis, RunContext]] = []
 
     @contextlib.contextmanager
     def run(
@@ -269,27 +294,32 @@ def nemesis(healthy_cluster: Any, request: pytest.FixtureRequest) -> Iterator[Ca
         interval: float = 5.0,
         duration: float = 5.0,
         clients: Any = None,
-        recorder: Any = None,
-    ) -> Iterator[Engine]:
+    ) -> Iterator[Any]:
         seed = request.config.getoption("--seed") if seed is None else seed
-        schedule = generate(
-            parse_nemesis(kinds).kinds(hooks=bool(getattr(clients, "hooks", False))),
-            seed=seed or 0,
+        options = options_from_args(
+            _shape(request.config),
             time_limit=time_limit,
-            interval=interval,
-            duration=duration,
+            seed=seed or 0,
+            nemesis=kinds,
+            nemesis_interval=interval,
+            nemesis_duration=duration,
         )
-        engine = Engine(FaultContext(healthy_cluster, clients), schedule, recorder)
-        engines.append(engine)
-        engine.start()
+        name = request.node.name.replace("/", "_").replace("[", "-").rstrip("]")
+        run_dir = harness_store / "nemeses" / f"{name}-{len(started)}"
+        (run_dir / "processes").mkdir(parents=True, exist_ok=True)
+        ctx = RunContext(healthy_cluster, clients, options, run_dir, clients=clients)
+        scheduled = ScheduledNemesis(options)
+        started.append((scheduled, ctx))
+        scheduled.start(ctx)
         try:
-            yield engine
+            yield scheduled.engine
         finally:
-            engine.stop()
+            scheduled.stop(ctx)
 
     yield run
-    for engine in engines:
-        engine.stop()
+    for scheduled, ctx in started:
+        scheduled.stop(ctx)
+        scheduled.heal(ctx)
 
 
 @pytest.fixture
@@ -321,11 +351,11 @@ def scenario(
     """
     import uuid
 
-    from harness.kafka.versions import DEFAULT_KAFKA_VERSION, KafkaVersion
+    from harness.kafka.versions import KafkaVersion
     from harness.report import write_report
-    from harness.run.options import RunOptions
+    from harness.run.arguments import options_from_args
     from harness.run.runner import run_on_shared
-    from harness.run.workloads import complete, get
+    from harness.run.workloads import get
 
     def run(
         workload: str,
@@ -347,24 +377,26 @@ def scenario(
         tag = f"{name}-{uuid.uuid4().hex[:6]}"
         spec = get(workload).spec
         chosen = {**spec.isolate(tag), "seed": seed, **workload_options}
-        wopts = _with_knobs(spec, chosen, config)
-        need = spec.needs_kafka(wopts)
-        version = config.getoption("--kafka-version") or DEFAULT_KAFKA_VERSION
-        if need is not None and KafkaVersion(version) < KafkaVersion(need[0]):
-            pytest.skip(f"{need[1]} needs Kafka {need[0]} or newer, not {version}")
-        options = complete(
-            RunOptions(
+
+        def build(fields: dict[str, Any]) -> Any:
+            wopts = spec.options_type.from_dict(fields)
+            need = spec.needs_kafka(wopts)
+            version = config.getoption("--kafka-version")
+            if need is not None and KafkaVersion(version) < KafkaVersion(need[0]):
+                pytest.skip(f"{need[1]} needs Kafka {need[0]} or newer, not {version}")
+            return options_from_args(
+                _shape(config),
                 workload=workload,
                 workload_options=wopts,
                 time_limit=time_limit,
                 seed=seed,
-                kafka_version=config.getoption("--kafka-version"),
                 nemesis=nemesis,
                 nemesis_interval=interval,
                 nemesis_duration=duration,
             )
-        )
-        needed = spec.broker_settings(wopts)
+
+        options = _with_knobs(spec, chosen, config, build)
+        needed = spec.broker_settings(options.workload_options)
         missing = {k: v for k, v in needed.items() if kafka_cluster.settings.get(k) != v}
         if missing:
             warnings.warn(
@@ -382,11 +414,18 @@ def scenario(
     return run
 
 
-def _with_knobs(spec: Any, chosen: dict[str, Any], config: pytest.Config) -> Any:
+def _with_knobs(
+    spec: Any,
+    chosen: dict[str, Any],
+    config: pytest.Config,
+    build: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
     """The workload's options with the suite's client knobs (``--client-config``,
     ``--group-protocol``, ``--txn-delay-ms``) over the scenario's own, where the workload has
-    them; a scenario whose client refuses a knob its options could take is skipped, saying
-    why."""
+    them, made (and validated) by ``build`` (default: the workload's options alone; the
+    scenario builds its run's options); a scenario whose client refuses a knob its options
+    could take is skipped, saying why."""
+    build = build or spec.options_from_dict
     from common.errors import HarnessError
     from common.settings import parse_settings
 
@@ -402,7 +441,7 @@ def _with_knobs(spec: Any, chosen: dict[str, Any], config: pytest.Config) -> Any
         if config.getoption(option) is not None and field in fields:
             knobs[field] = config.getoption(option)
     try:
-        return spec.options_from_dict({**chosen, **knobs})
+        return build({**chosen, **knobs})
     except HarnessError as exc:
         if not knobs:
             raise

@@ -2,7 +2,7 @@
 
 Why in ``history/``: a drained output record is history (the final ``read`` ops carry it
 verbatim), and the checkers join it back to its input through exactly these names and this
-encoding. The writers (``workloads.eos.processor``, ``workloads.eos.seeder``) and the readers
+encoding. The writers (``workloads.eos.processor``, ``workloads.seeder``) and the readers
 (``checkers.eos.frames``, ``checkers.eos.pyref_parse``, the harness's drain tally) import
 them from here, so a header name or the transform cannot drift between who writes a record
 and who judges it. Documented in ``docs/history-format.md``, "Workload eos", "Records".

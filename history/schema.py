@@ -101,6 +101,24 @@ def is_nemesis(process: object) -> bool:
     return process in NEMESIS_PROCESSES
 
 
+#: What a fault does to the client processes it is aimed at, as the nemesis records it in the
+#: value of its ``start`` ops (``traits``, a list of these names; absent in histories recorded
+#: before the field, which readers treat as no traits). ``stops-client``: a live client process
+#: is stopped (SIGSTOP) while the fault lasts; ``cuts-client``: a live client process is cut
+#: off from every broker while the fault lasts. Kills are neither: the process is gone.
+STOPS_CLIENT: Final = "stops-client"
+CUTS_CLIENT: Final = "cuts-client"
+FAULT_TRAITS: Final = frozenset({STOPS_CLIENT, CUTS_CLIENT})
+
+
+def fault_traits(value: object) -> frozenset[str]:
+    """The traits a nemesis ``start`` op's value declares (none for an older history's)."""
+    traits = value.get("traits") if isinstance(value, dict) else None
+    if not isinstance(traits, list):
+        return frozenset()
+    return frozenset(t for t in traits if isinstance(t, str))
+
+
 def process_sort_key(process: Process) -> tuple[int, int, str]:
     """Total order over mixed int/str process ids (ints first) so merge tie-breaks never raise."""
     if type(process) is int:

@@ -5,8 +5,9 @@ methods. A cluster's abilities are small protocols (:class:`Lookups`, :class:`Ne
 :class:`Signals`, :class:`Toxics`, :class:`ClientCuts`), as Jepsen's optional database
 abilities are: a fault kind names the ones it needs, and ``all`` leaves out the kinds a cluster
 cannot serve (:func:`abilities_of`). The harness's backends have them all
-(:class:`ClusterControl`); a workload supervisor satisfies :class:`ClientControl`. Unit tests
-hand in fakes; integration tests the real things.
+(:class:`ClusterControl`). The clients are one protocol every workload satisfies in full,
+``history.clientcontrol.ClientControl`` (the contract both sides import). Unit tests hand in
+fakes; integration tests the real things.
 """
 
 from __future__ import annotations
@@ -107,44 +108,3 @@ class ClusterControl(Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Protoc
     backends offer (``harness.substrate.api.Cluster`` extends it)."""
 
     def heal_all(self) -> None: ...
-
-
-class ClientControl(Protocol):
-    """The client processes a fault may pause, kill or impersonate."""
-
-    bootstrap: str
-    group_id: str
-    input_topic: str
-    output_topic: str
-    session_timeout_s: float
-    transaction_timeout_s: float
-
-    #: True when processors stop themselves at their next offset commit on SIGUSR1.
-    pause_at_commit: bool
-
-    #: True when processors can be armed to kill or stop themselves at a protocol moment
-    #: (``nemeses.moments.MOMENTS``); False for clients without hook points.
-    hooks: bool
-
-    def processor_pids(self) -> dict[int, int]: ...
-    def transactional_ids(self) -> dict[int, str]: ...
-
-    # Optional (faults ask with ``getattr``): ``processor_gids() -> dict[int, int]``, the
-    # group id each live processor runs with (its own, per supervisor slot), for the live
-    # instances that have one; what ``cut-processor`` cuts off the network.
-    #
-    # Optional: ``processor_roles: tuple[str, ...]`` and ``aim_processor(role, pick) ->
-    # tuple[int, str] | None`` (the live instance in that role now, and why), for clients
-    # whose processes are not interchangeable (a Connect group's leader, a task's worker);
-    # processor faults then aim at a role for some picks (``nemeses.targets``).
-    #
-    # Optional: ``processor_ready(instance) -> bool``, whether a (re)started instance is
-    # serving again; ``roll-processors`` waits for it before it restarts the next one.
-
-    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
-        """Make ``instance`` kill or stop itself at moment ``at`` (empty: disarm)."""
-        ...
-
-    def fired_hook(self, instance: int) -> dict[str, Any] | None:
-        """The armed moment that fired (``at``, ``action``, ``txn``, ``pid``), or None."""
-        ...

@@ -126,7 +126,12 @@ class Nemesis:
 
     def _start(self, event: Event) -> dict[str, Any] | None:
         kind = KINDS[event.kind]
-        value = {"kind": event.kind, "params": event.params, "planned_at": event.at}
+        value = {
+            "kind": event.kind,
+            "params": event.params,
+            "planned_at": event.at,
+            "traits": sorted(kind.traits),
+        }
         self._record(event, "invoke", "start", value)
         started = self.elapsed()
         try:

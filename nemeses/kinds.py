@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from history.schema import CUTS_CLIENT, FAULT_TRAITS, STOPS_CLIENT
 from nemeses.control import ABILITIES
 from nemeses.faults import base, brokers, clients, late, moments, network
 from nemeses.recipes import RECIPES, Recipe, recipe
@@ -44,7 +45,16 @@ class FaultKind:
     #: The cluster abilities it acts through (``nemeses.control.ABILITIES``): ``all`` leaves
     #: it out on a cluster without one of them, and naming it there is refused.
     needs: tuple[str, ...] = ()
+    #: What it does to the client processes it is aimed at (``history.schema.FAULT_TRAITS``:
+    #: ``stops-client``, ``cuts-client``); the engine records them in its ``start`` ops, so a
+    #: workload reads them from the history without knowing any kind by name.
+    traits: frozenset[str] = frozenset()
     description: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.traits - FAULT_TRAITS)
+        if unknown:
+            raise ValueError(f"fault kind {self.name}: unknown traits {', '.join(unknown)}")
 
 
 KINDS: dict[str, FaultKind] = {
@@ -140,6 +150,7 @@ KINDS: dict[str, FaultKind] = {
             clients.processor_pause_start,
             clients.processor_pause_stop,
             needs_clients=True,
+            traits=frozenset({STOPS_CLIENT}),
             description="SIGSTOP a processor for less than its session timeout",
         ),
         FaultKind(
@@ -149,6 +160,7 @@ KINDS: dict[str, FaultKind] = {
             clients.processor_pause_stop,
             needs_clients=True,
             zombie=True,
+            traits=frozenset({STOPS_CLIENT}),
             description="SIGSTOP a processor past its session timeout, then resume "
             "it: the KIP-447 zombie",
         ),
@@ -161,6 +173,7 @@ KINDS: dict[str, FaultKind] = {
             needs_netns=True,
             needs_clients=True,
             zombie_share=0.5,
+            traits=frozenset({CUTS_CLIENT}),
             description="iptables cuts one processor (its own group id) from every broker, "
             "both ways; half the cuts outlast its session timeout: a zombie through the "
             "network",
@@ -202,6 +215,7 @@ KINDS: dict[str, FaultKind] = {
             clients.processor_pause_stop,
             needs_clients=True,
             needs_hooks=True,
+            traits=frozenset({STOPS_CLIENT}),
             description="a processor SIGSTOPs itself at a protocol moment, SIGCONT at the end",
         ),
         FaultKind(

@@ -13,7 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from nemeses.control import ClientControl, ClusterControl
+from history.clientcontrol import ClientControl
+from nemeses.control import ClusterControl
 
 BROKER_ROLES = ("txn-coordinator", "group-coordinator", "leader", "controller", "random")
 
@@ -108,13 +109,13 @@ def resolve_processor(
     if not pids:
         return None
     pick = int(params.get("pick", 0))
-    roles: tuple[str, ...] = tuple(getattr(ctx.clients, "processor_roles", ()))
+    roles = ctx.clients.processor_roles
     fallback = ""
     if roles:
         choice = (pick >> ROLE_SHIFT) % (len(roles) + 1)
         if choice:
             role = roles[choice - 1]
-            aimed = ctx.clients.aim_processor(role, pick)  # type: ignore[attr-defined]
+            aimed = ctx.clients.aim_processor(role, pick)
             if aimed is not None and aimed[0] in pids:
                 instance, why = aimed
                 return ProcessorTarget(

@@ -7,6 +7,7 @@ a cycle hidden behind a lazy import is still a cycle a reader has to untangle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,8 @@ def test_workload_packages_borrow_nothing_sideways(graph: dict[str, set[str]]) -
     itself (the drive contract, process supervision, final reads, the client machinery)."""
     wrong = []
     for mod, deps in graph.items():
+        if not mod.startswith("workloads."):
+            continue
         own = _family(mod, WORKLOAD_PACKAGES, "workloads")
         for dep in deps:
             theirs = _family(dep, WORKLOAD_PACKAGES, "workloads")
@@ -297,3 +300,67 @@ def test_no_block_is_copied_outside_the_tests() -> None:
         sims.run()
     text = report.getvalue()
     assert text.strip().endswith("duplicates=0 percent=0.00"), "copied blocks:\n" + text
+
+
+ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
+#: The parents whose every directory the page must name (a workload package, a checker
+#: family, the fault families' folder, a harness room, the clients and their manifests).
+NAMED_PARENTS = ("workloads", "checkers", "nemeses", "harness")
+#: A backticked path: segments of names joined by ``/`` (no spaces, placeholders or globs).
+_PATH_SPAN = re.compile(r"[\w.-]+(?:/[\w.-]+)*/?")
+
+
+def _doc_paths(text: str) -> set[str]:
+    """The paths the page names in inline code, outside its code blocks, without the
+    trailing ``/`` of a directory."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    spans = re.findall(r"`([^`\n]+)`", prose)
+    return {s.rstrip("/") for s in spans if "/" in s and _PATH_SPAN.fullmatch(s)}
+
+
+def _tracked_dirs(parent: Path) -> list[Path]:
+    """The directories of ``parent`` that hold a file (a folder of bytecode caches alone is
+    what a moved package leaves behind, not part of the tree)."""
+    return [
+        d
+        for d in sorted(parent.iterdir())
+        if d.is_dir()
+        and not d.name.startswith((".", "_"))
+        and any(f.is_file() and "__pycache__" not in f.parts for f in d.rglob("*"))
+    ]
+
+
+def test_the_architecture_page_names_the_tree_as_it_is() -> None:
+    """docs/architecture.md is regenerated from the tree: every path it names in backticks
+    exists (from the project's root, or, for one named inside its room such as ``faults/``,
+    as the tail of a path in the tree), and it names every top-level package and every
+    directory directly under ``workloads/``, ``checkers/``, ``nemeses/`` and ``harness/``."""
+    paths = _doc_paths(ARCHITECTURE_DOC.read_text())
+    assert paths, "the page names no path"
+    tops = {p.name for p in ROOT.iterdir()}
+    tree = {
+        p.relative_to(ROOT).as_posix()
+        for top in (*PACKAGES, "bench", "docker", "docs", "tests")
+        for p in (ROOT / top).rglob("*")
+        if "__pycache__" not in p.parts and "node_modules" not in p.parts
+    }
+    missing = sorted(
+        p
+        for p in paths
+        if not (
+            (ROOT / p).exists()
+            if p.split("/")[0] in tops
+            else any(t.endswith("/" + p) for t in tree)
+        )
+    )
+    assert not missing, "docs/architecture.md names paths the tree lacks:\n" + "\n".join(missing)
+
+    def named(rel: str) -> bool:
+        return any(p == rel or p.startswith(rel + "/") for p in paths)
+
+    packages = [d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file()]
+    under = [
+        d.relative_to(ROOT).as_posix() for top in NAMED_PARENTS for d in _tracked_dirs(ROOT / top)
+    ]
+    unnamed = sorted(p for p in [*packages, *under] if not named(p))
+    assert not unnamed, "docs/architecture.md does not name:\n" + "\n".join(unnamed)

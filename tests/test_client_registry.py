@@ -157,3 +157,58 @@ def test_a_user_s_manifest_directory_adds_clients_and_cannot_shadow_one(
     monkeypatch.setenv(reg.MANIFESTS_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(HarnessError, match=r"MANIFESTS: .*nowhere is not a directory"):
         reg.manifests()
+
+
+def test_a_user_s_manifest_cannot_be_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (CLIENTS_DIR / "broken-python.toml").read_text()
+    (tmp_path / "mine.toml").write_text(
+        text.replace('name = "broken-python"', 'name = "mine"\ndefault = true')
+    )
+    monkeypatch.setenv(reg.MANIFESTS_ENV, str(tmp_path))
+    with pytest.raises(HarnessError, match=r"mine\.toml: bad client manifest: default is for"):
+        reg.manifests()
+
+
+class _Cluster:
+    def java_client_command(self, main_class: str, jvm_opts: tuple[str, ...] = ()) -> list[str]:
+        return ["java", *jvm_opts, "-cp", "jars", main_class]
+
+
+def test_how_a_client_starts_is_its_manifest_s() -> None:
+    """The default, the start of the builtin processors, Kafka's copier's adapter and feeding,
+    and what the checkers are told of a client: all read from the manifests."""
+    assert reg.default("eos") == reg.default("queue") == "python"
+    assert reg.names("eos")[:3] == ("python", "java", "copier")
+    py, java, copier = reg.get("python"), reg.get("java"), reg.get("copier")
+    assert reg.command(py, "queue", python="/other/python") == [
+        "/other/python", "-m", "workloads.queue.client"
+    ]  # fmt: skip
+    assert reg.runs_on_python(py, "eos") and not reg.runs_on_python(java, "eos")
+    assert reg.command(java, "eos", _Cluster()) == [
+        "java", *reg.JVM_OPTS, "-cp", "jars", "kafkaharness.EosProcessor"
+    ]  # fmt: skip
+    with pytest.raises(HarnessError, match="needs a cluster"):
+        reg.command(java, "queue")
+    assert java.build_kind == "kafka-java" and java.builtin
+    assert copier.abilities.feed_first and not py.abilities.feed_first
+    assert reg.adapter(copier, "eos") is not None and reg.adapter(py, "eos") is None
+    assert py.abilities.probe_client_config and not java.abilities.probe_client_config
+    assert reg.findings("kafkajs") == ["F7"] and reg.findings("java") == []
+    assert reg.findings("confluent-js") == reg.findings("python") == ["F5"]
+
+
+@pytest.mark.parametrize(
+    ("options", "expect"),
+    [
+        ({"client_config": {"retries": "1"}}, "--client-config: client copier takes no client"),
+        ({"txn_delay_ms": 10}, "--txn-delay-ms: client copier has no pause between"),
+        ({"variant": "no-rewind"}, "--variant no-rewind: client copier runs only eos"),
+        ({"client_python": "/usr/bin/python3"}, "--client-python: the copier client does not"),
+    ],
+)
+def test_the_copier_s_refusals_are_its_manifest_s(options: dict, expect: str) -> None:
+    with pytest.raises(HarnessError) as e:
+        EosOptions(client="copier", **options).validate()
+    assert str(e.value).startswith(expect)

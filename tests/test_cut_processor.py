@@ -31,6 +31,7 @@ from nemeses.faults.clients import cut_processor_start, cut_processor_stop
 from nemeses.kinds import KINDS, parse_nemesis, skipped_by_all
 from nemeses.schedule import generate
 from nemeses.targets import FaultContext, resolve_processor
+from tests.fake_clients import NoClients
 from workloads.processes import Supervisor, fs_gid, in_group, spawn_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ class FakeCluster:
         self.cuts.clear()
 
 
-class FakeClients:
+class FakeClients(NoClients):
     """Three live processors; instance 1 has no group id of its own (spawned without)."""
 
     def processor_pids(self) -> dict[int, int]:
@@ -132,7 +133,8 @@ class FakeClients:
 
 
 class ClientsWithoutGids(FakeClients):
-    processor_gids = None  # type: ignore[assignment]
+    def processor_gids(self) -> dict[int, int]:
+        return {}
 
 
 def test_start_cuts_a_live_processor_that_has_a_group_id_and_stop_heals_it() -> None:
@@ -292,11 +294,17 @@ def test_workload_processors_get_their_slots_group_id(tmp_path: Path, workload: 
         from workloads.eos.supervisor import EosOptions, EosWorkload
 
         sup = EosWorkload(EosOptions(), access, tmp_path)
+        sup._client_command = sup._processor_command()  # what start_processors sets
     else:
-        from workloads.queue.supervisor import QueueWorkload
         from workloads.queue.options import QueueOptions
+        from workloads.queue.supervisor import QueueWorkload
 
-        sup = QueueWorkload(QueueOptions(topic="t"), access, tmp_path, time_limit=30)
+        from workloads import client_registry
+
+        options = QueueOptions(topic="t")
+        sup = QueueWorkload(options, access, tmp_path, time_limit=30)
+        manifest = client_registry.get(options.client)  # what start sets
+        sup._client_command = client_registry.command(manifest, "queue", access, None)
     try:
         child = sup._spawn(1)
         assert child.gid == TEST_GID + 1 and fs_gid(child.proc.pid) == TEST_GID + 1
@@ -387,8 +395,9 @@ def test_a_cut_client_cannot_reach_the_brokers_until_healed(
     """Two real queue clients; one is cut: it completes no op while the other goes on, a
     connection from its group gets nowhere, and after the heal the rule is gone and its slot
     works again."""
-    from workloads.queue.supervisor import run_queue
+    from workloads.queue.control import QueueClients
     from workloads.queue.options import QueueOptions
+    from workloads.queue.supervisor import run_queue
 
     c = healthy_cluster
     seen: dict[str, Any] = {}
@@ -401,7 +410,7 @@ def test_a_cut_client_cannot_reach_the_brokers_until_healed(
         )
         gids = w.processor_gids()
         assert sorted(gids.values()) == [c.client_gid(0), c.client_gid(1)], gids
-        ctx = FaultContext(c, w)
+        ctx = FaultContext(c, QueueClients(w))
         details = KINDS["cut-processor"].start(ctx, {"pick": 0})
         instance, gid = details["targets"][0], details["gid"]
         slot = w._children[instance].slot

@@ -29,6 +29,7 @@ from checkers.eos.pyref import SAFETY_CHECKS, check_eos_py
 from checkers.eos.run import check_eos
 from checkers.judge import merge_verdicts
 from checkers.load import CheckerInputError
+from workloads.client_registry import findings
 
 DATA = Path(__file__).parent / "data" / "eos"
 
@@ -1130,11 +1131,11 @@ def test_real_kafkajs_zombie_commits_the_inputs_its_successor_committed(
         for e in got["checkers"]["duplicate"]["examples"]
     }
     assert writers == {(("0", "7"), ("2", "28"))}
-    (f7,) = merge_verdicts({"eos": got}, client="kafkajs")["known_findings"]
+    (f7,) = merge_verdicts({"eos": got}, findings=findings("kafkajs"))["known_findings"]
     assert merge_verdicts({"eos": got})["known_findings"] == [f7]  # client not recorded
     # Confluent's JavaScript client records generation -1 too, but its offset commit carries
     # the group metadata: the same shape in its run is not F7's mechanism.
-    assert "known_findings" not in merge_verdicts({"eos": got}, client="confluent-js")
+    assert "known_findings" not in merge_verdicts({"eos": got}, findings=findings("confluent-js"))
     assert f7["id"] == "F7" and f7["link"] == "docs/findings.md#f7"
     assert f7["evidence"] == [
         "instance 0's transaction 7 and instance 2's transaction 28 both committed input 3/58, "
@@ -1187,7 +1188,8 @@ def test_real_correct_run_that_lost_exactly_once_is_flagged(spark: Any, tmp_path
         ("assign", 6),
     ]
     assert [f["id"] for f in merge_verdicts({"eos": got})["known_findings"]] == ["F5"]
-    assert "known_findings" not in merge_verdicts({"eos": got}, client="java")  # not librdkafka
+    not_librdkafka = merge_verdicts({"eos": got}, findings=findings("java"))
+    assert "known_findings" not in not_librdkafka
 
 
 def test_real_run_whose_timed_out_transaction_stayed_visible_is_flagged(

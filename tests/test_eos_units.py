@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.errors import HarnessError
-from workloads.eos.driver import drain_tally, run_stats, tally_line
 from history.eos_records import (
     SEED_PATTERN,
     decode_headers,
@@ -21,9 +20,10 @@ from history.eos_records import (
     source_position,
     transform,
 )
-from workloads.eos.config import EosOptions, Hook, ProcessorConfig
-from workloads.finalreads import find_hanging, max_timeout_minutes, parse_table
 from workloads.clientinfo import parse_group_metadata
+from workloads.eos.config import EosOptions, Hook, ProcessorConfig
+from workloads.eos.driver import drain_tally, run_stats, tally_line
+from workloads.finalreads import find_hanging, max_timeout_minutes, parse_table
 
 
 def _cgmd(generation: int, group: str, member: str, instance: str | None) -> bytes:
@@ -231,13 +231,14 @@ def test_processor_signals_pause_resume_kill(tmp_path) -> None:  # type: ignore[
     import types
 
     from common.procfs import process_state
-    from workloads.eos.supervisor import EosWorkload, _Instance
+    from workloads.eos.supervisor import EosWorkload
+    from workloads.processes import Child
 
     cluster = types.SimpleNamespace(dir=tmp_path)
     workload = EosWorkload(EosOptions(), cluster, tmp_path)  # type: ignore[arg-type]
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     log = open(tmp_path / "p.log", "ab")  # noqa: SIM115
-    workload._instances[5] = _Instance(5, 0, proc, log, 0.0)
+    workload._children[5] = Child(5, 0, proc, log, 0.0)
     workload._slots[0] = 5
     try:
         assert set(workload.processors()) == {5}
@@ -256,7 +257,7 @@ def test_processor_signals_pause_resume_kill(tmp_path) -> None:  # type: ignore[
         if proc.poll() is None:
             proc.kill()
         workload.close()
-    assert workload._instances[5].reaped
+    assert workload._children[5].reaped
 
 
 def test_final_reads_wait_for_open_transactions_to_end(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

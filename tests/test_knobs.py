@@ -27,8 +27,9 @@ from common.settings import parse_settings
 from harness.cli import build_parser, main
 from harness.report.data import load_run
 from harness.report.render import repro_command
+from harness.run.arguments import options_from_args
 from harness.run.options import RunOptions
-from harness.run.runner import cluster_config_of, options_from_args, write_config
+from harness.run.runner import cluster_config_of, write_config
 from harness.run.workloads import complete
 from harness.substrate.api import ClusterConfig
 from workloads.clients import TxnDelay, make_clients
@@ -166,7 +167,7 @@ def test_defaults_change_nothing() -> None:
             "`message.timeout.ms` must be set <= `transaction.timeout.ms`",
         ),
         (("--client", "copier", "--client-config", "retries=1"), "takes no client settings"),
-        (("--client", "copier", "--group-protocol", "consumer"), "cannot choose it"),
+        (("--client", "copier", "--group-protocol", "consumer"), "copier runs only classic"),
         (("--client", "copier", "--txn-delay-ms", "10"), "has no pause between its operations"),
         (("--workload", "queue", "--txn-delay-ms", "-5"), "--txn-delay-ms must be >= 0"),
         (

@@ -74,7 +74,7 @@ def test_every_scenario_is_a_command_line_of_its_workload() -> None:
     from harness.cli import build_parser
     from harness.kafka.versions import DEFAULT_KAFKA_VERSION
     from harness.nightly.scenarios import Cell
-    from harness.run.runner import options_from_args
+    from harness.run.arguments import options_from_args
 
     for s in SCENARIOS.values():
         argv = ["run", *Cell(DEFAULT_KAFKA_VERSION, s, None, 5).run_args(1)]

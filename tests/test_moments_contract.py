@@ -10,7 +10,7 @@ from history.moments import ABORT_MOMENTS, ARMED_ACTIONS, DURING_COMMIT, HOOK_PO
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "workloads" / "java" / "src" / "kafkaharness" / "EosProcessor.java"
-PYTHON = ROOT / "workloads" / "eos_processor.py"
+PYTHON = ROOT / "workloads" / "eos" / "processor.py"
 
 
 def test_moments_are_the_hook_points_and_during_commit_in_order() -> None:

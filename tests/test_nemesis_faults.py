@@ -19,13 +19,14 @@ from nemeses.engine import Nemesis
 from nemeses.kinds import KINDS
 from nemeses.schedule import Event, Schedule
 from nemeses.targets import FaultContext, resolve_broker
+from tests.fake_clients import NoClients
 from tests.kafka_io import commit_one_then_begin_next
 
 pytestmark = pytest.mark.cluster
 
 
 @dataclass
-class Clients:
+class Clients(NoClients):
     """A stand-in for a workload supervisor: real OS processes and a real producer's id."""
 
     bootstrap: str

@@ -21,18 +21,11 @@ from nemeses.faults import base
 from nemeses.faults import clients as client_faults
 from nemeses.faults import moments as moment_faults
 from nemeses.targets import FaultContext
+from tests.fake_clients import NoClients
 
 
-class FakeClients:
+class FakeClients(NoClients):
     """Sleeping children standing in for processors; ``arm_hook`` fires at once."""
-
-    bootstrap = "localhost:1"
-    group_id = "g"
-    input_topic = "in"
-    output_topic = "out"
-    session_timeout_s = 10.0
-    transaction_timeout_s = 10.0
-    pause_at_commit = False
 
     def __init__(self, n: int, hooks: bool = True, reach: bool = True) -> None:
         self.hooks = hooks

@@ -235,3 +235,53 @@ def test_the_harness_backends_have_every_ability() -> None:
 
     for backend in REGISTRY.values():  # built, not started
         assert abilities_of(backend.cluster(ClusterConfig(nodes=1))) == set(ABILITIES), backend
+
+
+def test_the_engine_records_each_kind_s_traits_in_its_start_ops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a fault does to client processes reaches the workloads through the history: the
+    engine writes the kind's traits into the value of its ``start`` invoke and completion."""
+    import dataclasses
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from history.schema import CUTS_CLIENT, FAULT_TRAITS, STOPS_CLIENT, fault_traits
+    from nemeses.engine import Nemesis
+    from nemeses.kinds import FaultKind
+    from nemeses.schedule import Event, Schedule
+    from nemeses.targets import FaultContext
+
+    holding = {n for n, k in KINDS.items() if k.traits & {STOPS_CLIENT, CUTS_CLIENT}}
+    assert holding == {"pause-processor", "zombie", "pause-at", "cut-processor"}
+    assert all(k.traits <= FAULT_TRAITS for k in KINDS.values())
+    with pytest.raises(ValueError, match="unknown traits"):
+        dataclasses.replace(KINDS["zombie"], traits=frozenset({"stops-clients"}))
+
+    def fake(name: str) -> FaultKind:
+        return dataclasses.replace(
+            KINDS[name], start=lambda ctx, p: {"targets": [0]}, stop=lambda ctx, d: {}
+        )
+
+    for name in ("cut-processor", "pause"):
+        monkeypatch.setitem(KINDS, name, fake(name))
+    recorded: list[tuple[str, str, Any]] = []
+    recorder = SimpleNamespace(
+        invoke=lambda f, v: recorded.append(("invoke", f, v)),
+        ok=lambda f, v: recorded.append(("ok", f, v)),
+    )
+    events = [Event(0.0, "cut-processor", {"pick": 0}, 1.0), Event(0.0, "pause", {}, 1.0)]
+    ctx = cast(FaultContext, SimpleNamespace(cluster=None))
+    nem = Nemesis(ctx, Schedule(0, ["cut-processor", "pause"], 10, 1, 1, events), recorder)
+    for event in events:
+        details = nem._start(event)
+        assert details is not None
+        nem._finish(event, details)
+    starts = {(t, v["kind"]): fault_traits(v) for t, f, v in recorded if f == "start"}
+    assert starts == {
+        ("invoke", "cut-processor"): {CUTS_CLIENT},
+        ("ok", "cut-processor"): {CUTS_CLIENT},
+        ("invoke", "pause"): frozenset(),
+        ("ok", "pause"): frozenset(),
+    }
+    assert all("traits" not in v for _, f, v in recorded if f == "stop")

@@ -33,6 +33,7 @@ def test_junit_and_html_name_the_report(tmp_path: Path) -> None:
 _SCENARIO_TEST = """
 import json
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import pytest
 
@@ -64,7 +65,8 @@ class Options:
 
 def drive(d):
     (d.run_dir / "processes").mkdir()
-    with d.faults(None), Recorder(d.run_dir / "processes" / "0.jsonl", 0) as rec:
+    # No nemesis runs in this scenario: nothing asks the (absent) client processes.
+    with d.faults(None, SimpleNamespace()), Recorder(d.run_dir / "processes" / "0.jsonl", 0) as rec:
         rec.invoke("write", d.options.workload_options.topic)
         rec.ok("write", d.options.workload_options.topic)
     return Outcome(True)

@@ -13,9 +13,10 @@ import pytest
 from nemeses.faults.base import FaultError
 from nemeses.faults.clients import roll_processors_start
 from nemeses.targets import ROLE_SHIFT, FaultContext, resolve_processor
+from tests.fake_clients import NoClients
 
 
-class RoleClients:
+class RoleClients(NoClients):
     """Four processors; instance 7 leads, instance 5 runs every task."""
 
     processor_roles = ("leader", "task-worker")
@@ -54,7 +55,7 @@ def test_the_pick_high_bits_choose_a_role() -> None:
 
 
 def test_clients_without_roles_resolve_as_before() -> None:
-    class Plain:
+    class Plain(NoClients):
         def processor_pids(self) -> dict[int, int]:
             return {1: 11, 2: 12, 3: 13}
 
@@ -63,7 +64,7 @@ def test_clients_without_roles_resolve_as_before() -> None:
         assert got is not None and got.instance == sorted([1, 2, 3])[pick % 3]
 
 
-class Respawning:
+class Respawning(NoClients):
     """Three sleeping children; one that exits is replaced by a new instance id, which is
     ready a moment later (``processor_ready``)."""
 

@@ -24,10 +24,10 @@ from common.waits import wait_for
 from history import Recorder, check_pairing, load_history, merge_histories, read_process_file
 from workloads import clients
 from workloads.clients import ClientError
-from workloads.queue.supervisor import QueueWorkload, run_queue
 from workloads.queue.client import QueueClient, main
 from workloads.queue.config import EXIT_BAD_CONFIG, VALUE_STRIDE, BadConfig, ClientConfig
 from workloads.queue.options import QueueOptions
+from workloads.queue.supervisor import QueueWorkload, run_queue
 
 QUEUE_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 

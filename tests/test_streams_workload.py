@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from common.errors import HarnessError
-from workloads.streams.driver import run_stats, tally
 from history import Recorder
-from workloads.streams.supervisor import SPEC, instance_facts
 from workloads.streams.config import StreamsOptions
+from workloads.streams.driver import run_stats, tally
 from workloads.streams.report import carried, describe
+from workloads.streams.supervisor import SPEC, instance_facts
 
 
 def test_options_round_trip_with_their_derived_names() -> None:

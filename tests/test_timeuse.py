@@ -10,7 +10,7 @@ from typing import Any
 
 from workloads.eos import driver as eos_driver
 from workloads.queue import driver as queue_driver
-from workloads.timeuse import SECOND_NS, availability, instance_times
+from workloads.timeuse import SECOND_NS, InstanceTime, availability, instance_times
 
 DATA = Path(__file__).parent / "data" / "eos"
 S = SECOND_NS
@@ -29,6 +29,9 @@ def test_a_second_is_available_when_progress_falls_in_it_and_work_waited() -> No
     assert availability([], 0, 0).share == 0.0
 
 
+PAUSE = {"kind": "pause-processor", "targets": [0]}
+
+
 def _eos_history() -> list[dict[str, Any]]:
     """Instance 0 spawned at 0, started 0.2-1.0, commits at 2.5 and 3.5; revoked at 4.0 and
     given partitions again at 6.0; paused by a fault 7.0-9.0; commits at 9.5. Instance 1
@@ -44,7 +47,7 @@ def _eos_history() -> list[dict[str, Any]]:
         _op(3.5, 0, "txn", "ok", {"outputs": [1] * 50}),
         _op(4.0, 0, "rebalance", "ok", {"event": "revoke"}),
         _op(6.0, 0, "rebalance", "ok", {"event": "assign"}),
-        _op(7.0, "nemesis", "start", "ok", {"kind": "pause-processor", "targets": [0]}),
+        _op(7.0, "nemesis", "start", "ok", {**PAUSE, "traits": ["stops-client"]}),
         _op(9.0, "nemesis", "stop", "ok", {"kind": "pause-processor", "targets": [0]}),
         _op(9.5, 0, "txn", "ok", {"outputs": [1] * 50}),
         _op(12.0, "final", "drain", "invoke"),
@@ -75,6 +78,26 @@ def test_the_eos_summary_says_where_the_time_went() -> None:
     assert instances_line.startswith("instances: 2 (1 never committed); spawn to first commit")
     assert "stopped or cut off by faults 2.0 s in all" in instances_line
     assert summary.lines[-2:] == summary.time_lines
+
+
+def test_a_fault_counts_as_stopping_a_process_by_the_traits_its_start_declares() -> None:
+    """The fault's kind name means nothing here: only the traits the nemesis recorded do
+    (``stops-client``, ``cuts-client``), whatever the kind is called."""
+
+    def stopped(start_value: dict[str, Any]) -> float:
+        ops = [
+            _op(1.0, "nemesis", "start", "ok", start_value),
+            _op(4.0, "nemesis", "stop", "ok", {"kind": start_value["kind"], "targets": [0]}),
+        ]
+        return instance_times(ops).get(0, InstanceTime()).stopped_by_faults
+
+    cut = {"kind": "some-new-cut", "targets": [0], "traits": ["cuts-client"]}
+    assert stopped(cut) == 3.0
+    assert stopped({**PAUSE, "traits": ["stops-client"]}) == 3.0
+    # The same kind without the field (a history recorded before it), or with other traits.
+    assert stopped(PAUSE) == 0.0
+    assert stopped({**PAUSE, "traits": []}) == 0.0
+    assert stopped({"kind": "hijack", "targets": [0], "traits": ["fences"]}) == 0.0
 
 
 def test_the_queue_summary_gives_the_load_s_availability() -> None:

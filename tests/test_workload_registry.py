@@ -25,9 +25,11 @@ from harness.cli import build_parser
 from harness.report.data import load_run
 from harness.report.render import repro_command
 from harness.run import workloads
-from workloads.drive import Drive, Outcome, Workload
-from harness.run.runner import execute, options_from_args, write_config
+from harness.run.arguments import options_from_args
+from harness.run.runner import execute, write_config
 from history import Recorder
+from tests.fake_clients import NoClients
+from workloads.drive import Drive, Outcome, Workload
 from workloads.spec import Option, WorkloadSpec
 
 DATA = Path(__file__).parent / "data" / "queue"
@@ -56,7 +58,7 @@ class FakeOptions:
 
 def _drive(d: Drive) -> Outcome:
     (d.run_dir / "processes").mkdir()
-    with d.faults(workload=None), Recorder(d.run_dir / "processes" / "0.jsonl", 0) as rec:
+    with d.faults(None, NoClients()), Recorder(d.run_dir / "processes" / "0.jsonl", 0) as rec:
         rec.invoke("write", d.options.workload_options.size)
         rec.ok("write", d.options.workload_options.size)
     return Outcome(True, {"fake": 1})

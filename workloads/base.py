@@ -7,8 +7,21 @@ they belong to ``nemeses``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class JavaApp:
+    """A workload's own Java application (Kafka Streams' is the streams workload's): its
+    sources, compiled against the project's Java clients and ``artifacts``
+    (``group:artifact``, resolved at the cluster's Kafka version), and its main class."""
+
+    name: str
+    source_dir: Path
+    main_class: str
+    artifacts: tuple[str, ...] = ()
 
 
 class ClusterAccess(Protocol):
@@ -55,10 +68,9 @@ class ClusterAccess(Protocol):
         compiled against this cluster's Kafka version; its arguments follow."""
         ...
 
-    def streams_app_command(self, jvm_opts: tuple[str, ...] = ...) -> list[str]:
-        """The command line of the streams workload's Kafka Streams application
-        (``workloads/java/streams``), built against this cluster's Kafka Streams; its
-        ``--config`` follows."""
+    def java_app_command(self, app: JavaApp, jvm_opts: tuple[str, ...] = ...) -> list[str]:
+        """The command line of a workload's own Java application, built against this
+        cluster's Kafka version and the Maven artifacts it names; its arguments follow."""
         ...
 
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str: ...

@@ -2,19 +2,24 @@
 
 Why a registry: a client joins the project by saying, in one file, what it is (language,
 library and where its version is pinned), how it is built at install, how its processor is
-started and what of the contract (docs/client-contract.md) it implements. The eos workload
-starts any manifest's processor the same way (``<start.eos...> --config JSON``) and asks the
-abilities, never the name, what a client can do: whether a nemesis arms it by signal or only
-by the file, whether it has hook points and the zombie signal, which variants and group
-protocols it runs. ``python``, ``java`` and ``copier`` are ``builtin`` builds (the harness has
-them at hand: this interpreter, the per-version Java build, Kafka's own tool); every other
-client is built here from its sources into the cache, once per source content.
+started and what of the contract (docs/client-contract.md) it implements. A workload starts
+any manifest's process the same way (``<start.WORKLOAD...> --config JSON``, or the harness
+module its ``adapter.WORKLOAD`` names for a tool that takes no such configuration) and asks the
+manifest, never the name, what a client is and can do: whether a nemesis arms it by signal or
+only by the file, whether it has hook points and the zombie signal, which variants and group
+protocols it runs, whether it is fed before it starts, which client runs when none is asked
+for (``default``). ``builtin`` clients need no build (this interpreter's processors, Kafka's own
+tool), ``kafka-java`` ones are compiled against each run's Kafka version by the cluster
+(``harness.kafka.javaclients``); every other client is built here from its sources into the
+cache, once per source content. No code outside a client's manifest and its own sources names
+a client (``tests/test_client_names.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -22,23 +27,27 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 from common.cache import cache_root
 from common.errors import HarnessError
 from common.staging import staged_dir
+from workloads.java_clients import JVM_OPTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_DIR = Path(__file__).resolve().parent / "manifests"
 #: More manifest directories, ``:``-separated: clients of the user's own, outside the project.
 MANIFESTS_ENV = "KAFKA_HARNESS_MANIFESTS"
-BUILD_KINDS = ("builtin", "go", "npm", "script")
+BUILD_KINDS = ("builtin", "kafka-java", "go", "npm", "script")
+#: The kinds the harness has at hand or builds per Kafka version: nothing to build here.
+HARNESS_KINDS = ("builtin", "kafka-java")
 ARM_WAYS = ("signal", "file", "none")
 _TOP = {"name", "summary", "language", "library", "registry", "workloads", "contract", "build",
-        "start", "abilities"}  # fmt: skip
+        "start", "adapter", "abilities", "default", "findings"}  # fmt: skip
 _ABILITIES = {
     "transaction_versions", "variants", "group_protocols", "arm", "hooks", "zombie", "aborts",
-    "client_config",
+    "client_config", "probe_client_config", "txn_delay", "feed_first",
 }  # fmt: skip
 _BUILD = {"kind", "dir", "binary", "shared", "env"}
 #: What a build may take at most: the first one downloads the pinned modules.
@@ -59,7 +68,16 @@ class Abilities:
     hooks: bool
     zombie: bool
     aborts: bool
+    #: What ``--client-config`` it takes, in words; empty: none (refused before a run).
     client_config: str
+    #: Whether ``--client-config`` is tried on confluent-kafka (in the client's Python) before
+    #: a run: the settings are that library's.
+    probe_client_config: bool = False
+    #: Whether it takes ``--txn-delay-ms`` (a pause between a transaction's operations).
+    txn_delay: bool = True
+    #: Whether it must be fed before it starts: it exits once it has processed what its
+    #: partitions held when they were assigned (Kafka's copier), so the seeder runs first.
+    feed_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,14 +98,23 @@ class Manifest:
     shared: tuple[Path, ...]
     #: Environment of the build command (a native addon's build switches).
     build_env: dict[str, str]
-    #: The processor's argv per workload, before ``--config JSON``; ``{binary}`` is the build.
+    #: The processor's argv per workload, before ``--config JSON`` (placeholders: see
+    #: :func:`command`).
     start: dict[str, tuple[str, ...]]
+    #: Per workload, the harness module that starts the client and writes its history from
+    #: its output (a tool that takes no ``--config`` and records no op): its ``spawn``.
+    adapter: dict[str, str]
     abilities: Abilities
     path: Path
+    #: Whether it is the client a workload runs when ``--client`` is not given.
+    default: bool = False
+    #: The documented findings (docs/findings.md) its library is known for.
+    findings: tuple[str, ...] = ()
 
     @property
     def builtin(self) -> bool:
-        return self.build_kind == "builtin"
+        """Built by nobody: the harness has it at hand (or the cluster builds it per version)."""
+        return self.build_kind in HARNESS_KINDS
 
 
 def _bad(path: Path, why: str) -> HarnessError:
@@ -135,11 +162,15 @@ def parse(path: Path) -> Manifest:
             zombie=bool(ab["zombie"]),
             aborts=bool(ab["aborts"]),
             client_config=str(ab["client_config"]),
+            probe_client_config=bool(ab.get("probe_client_config", False)),
+            txn_delay=bool(ab.get("txn_delay", True)),
+            feed_first=bool(ab.get("feed_first", False)),
         )
         kind = str(build["kind"])
         # The project's own manifests name paths of the project; a user's, paths beside it.
         base = PROJECT_ROOT if path.parent == MANIFEST_DIR else path.parent
         start = {w: _strings(path, argv, f"start.{w}") for w, argv in raw.get("start", {}).items()}
+        adapter = {w: str(module) for w, module in raw.get("adapter", {}).items()}
         m = Manifest(
             name=str(raw["name"]),
             summary=str(raw["summary"]),
@@ -154,8 +185,11 @@ def parse(path: Path) -> Manifest:
             shared=tuple(base / f for f in _strings(path, build.get("shared", []), "build.shared")),
             build_env=_env(path, build.get("env", {})),
             start=start,
+            adapter=adapter,
             abilities=abilities,
             path=path,
+            default=bool(raw.get("default", False)),
+            findings=_strings(path, raw.get("findings", []), "findings"),
         )
     except KeyError as e:
         raise _bad(path, f"missing key {e.args[0]!r}") from None
@@ -173,9 +207,9 @@ def parse(path: Path) -> Manifest:
             raise _bad(path, f"build.shared: {absent[0]} is not a file")
         if m.shared and kind != "npm":
             raise _bad(path, "build.shared is for npm clients (node resolves modules beside them)")
-        missing = [w for w in m.workloads if w not in m.start]
-        if missing:
-            raise _bad(path, f"no start.{missing[0]} for a workload it lists")
+    missing = [w for w in m.workloads if w not in m.start and w not in m.adapter]
+    if missing:
+        raise _bad(path, f"no start.{missing[0]} (or adapter.{missing[0]}) for a workload it lists")
     return m
 
 
@@ -202,15 +236,27 @@ def _load(_dirs: str) -> dict[str, Manifest]:
         for m in map(parse, sorted(d.glob("*.toml"))):
             if m.name in out:
                 raise HarnessError(f"{m.path}: client {m.name!r} is already {out[m.name].path}")
+            if m.default and d != MANIFEST_DIR:
+                raise _bad(m.path, "default is for the project's own clients")
             out[m.name] = m
     return out
 
 
 def names(workload: str) -> tuple[str, ...]:
-    """The clients that run ``workload``, builtins first (python is every workload's default)."""
+    """The clients that run ``workload``: the default first, then those the harness has at
+    hand (of the contract first), then the built ones, by name."""
     found = [m for m in manifests().values() if workload in m.workloads]
-    found.sort(key=lambda m: (not m.builtin, m.name != "python", m.name == "copier", m.name))
+    found.sort(key=lambda m: (not m.default, not m.builtin, not m.contract, m.name))
     return tuple(m.name for m in found)
+
+
+def default(workload: str) -> str:
+    """The client ``workload`` runs when none is asked for: the one whose manifest says
+    ``default = true`` (the first of :func:`names` if none does)."""
+    found = names(workload)
+    if not found:
+        raise HarnessError(f"no registered client runs the {workload} workload")
+    return found[0]
 
 
 def get(name: str) -> Manifest:
@@ -218,6 +264,14 @@ def get(name: str) -> Manifest:
     if name not in known:
         raise HarnessError(f"unknown client {name!r}; registered: {', '.join(sorted(known))}")
     return known[name]
+
+
+def findings(name: str) -> list[str]:
+    """The documented findings the client ``name`` is known for (its manifest's ``findings``;
+    none for an unknown client): what a run records for the checkers, which cannot read
+    manifests."""
+    m = manifests().get(name)
+    return list(m.findings) if m is not None else []
 
 
 def contract_clients() -> tuple[str, ...]:
@@ -323,16 +377,57 @@ def ensure_built(m: Manifest) -> Path:
     return out
 
 
-def command(m: Manifest, workload: str) -> list[str]:
-    """The argv that starts the client's process for ``workload`` (before ``--config``)."""
+#: The start argument that stands for the cluster's command line of a ``kafka-java`` client's
+#: class (the argument after it): java, :data:`JVM_OPTS`, the classpath of the run's Kafka.
+KAFKA_JAVA = "{kafka-java}"
+
+
+class JavaLauncher(Protocol):
+    def java_client_command(
+        self, main_class: str, jvm_opts: tuple[str, ...] = ...
+    ) -> list[str]: ...
+
+
+def runs_on_python(m: Manifest, workload: str) -> bool:
+    """Whether the client's process for ``workload`` runs on a Python interpreter of the
+    user's choice (``--client-python``): its start names ``{python}``."""
+    return any("{python}" in part for part in m.start.get(workload, ()))
+
+
+def command(
+    m: Manifest,
+    workload: str,
+    cluster: JavaLauncher | None = None,
+    python: str | None = None,
+) -> list[str]:
+    """The argv that starts the client's process for ``workload`` (before ``--config``).
+
+    Placeholders of ``start``: ``{binary}`` the Go build; ``{dir}`` the npm build or the
+    script's directory; ``{python}`` ``python`` or else the harness's interpreter;
+    ``{kafka-java}`` (an argument of its own, the class after it) the ``cluster``'s command
+    line of a ``kafka-java`` client's class."""
     if workload not in m.start:
         raise HarnessError(f"client {m.name} has no {workload} process")
-    built = ensure_built(m)
-    home = built.parent if m.build_kind == "go" else built  # npm: the build; script: its dir
-    subst = {"{binary}": str(built), "{dir}": str(home), "{python}": sys.executable}
+    subst = {"{python}": python or sys.executable}
+    if not m.builtin:
+        built = ensure_built(m)
+        home = built.parent if m.build_kind == "go" else built  # npm: the build; script: its dir
+        subst.update({"{binary}": str(built), "{dir}": str(home)})
+    argv = list(m.start[workload])
+    if argv and argv[0] == KAFKA_JAVA:
+        if cluster is None or len(argv) < 2:
+            raise HarnessError(f"client {m.name}: {KAFKA_JAVA} needs a cluster and a class")
+        argv = [*cluster.java_client_command(argv[1], JVM_OPTS), *argv[2:]]
     out = []
-    for part in m.start[workload]:
+    for part in argv:
         for key, value in subst.items():
             part = part.replace(key, value)
         out.append(part)
     return out
+
+
+def adapter(m: Manifest, workload: str) -> ModuleType | None:
+    """The harness module that starts the client for ``workload`` itself (``adapter``), or
+    None: :func:`command` starts it."""
+    name = m.adapter.get(workload)
+    return None if name is None else importlib.import_module(name)

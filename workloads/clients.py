@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
+from workloads.client_registry import Manifest, runs_on_python
 from workloads.clientinfo import error_info, warn
 from workloads.spec import Option
 
@@ -304,12 +305,13 @@ def announce_library() -> None:
     )
 
 
-def client_python_problem(path: str | None, client: str) -> str | None:
-    """Why ``--client-python`` cannot be used as given, or None."""
+def client_python_problem(path: str | None, client: Manifest, workload: str) -> str | None:
+    """Why ``--client-python`` cannot be used as given for ``client``'s process of
+    ``workload``, or None."""
     if not path:
         return None
-    if client != "python":
-        return f"--client-python: the {client} client does not run on Python"
+    if not runs_on_python(client, workload):
+        return f"--client-python: the {client.name} client does not run on Python"
     try:
         client_library(path)
     except ValueError as exc:

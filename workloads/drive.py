@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from history import Op
+    from history.clientcontrol import ClientControl
     from workloads.base import ClusterAccess
-    from workloads.clientcontrol import ClientControl
     from workloads.spec import WorkloadSpec
 
 
@@ -36,9 +36,7 @@ class Drive(Protocol):
     options: Any
     run_dir: Path
 
-    def faults(
-        self, workload: Any, clients: ClientControl
-    ) -> AbstractContextManager[Any]: ...
+    def faults(self, workload: Any, clients: ClientControl) -> AbstractContextManager[Any]: ...
 
 
 @dataclass

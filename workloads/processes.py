@@ -214,6 +214,16 @@ class Supervisor:
         lookup = getattr(getattr(self, "cluster", None), "client_gid", None)
         return lookup(slot) if lookup is not None else None
 
+    def processor_pids(self) -> dict[int, int]:
+        """Live children's pids by process id (what a fault pauses or kills)."""
+        return {p: c.proc.pid for p, c in self._live().items()}
+
+    def transactional_ids(self) -> dict[int, str]:
+        """Live children's transactional ids as spawned (what a hijack fences); a workload
+        whose children name their producers themselves overrides it."""
+        live = self._live()
+        return {p: tid for p, c in live.items() if (tid := c.transactional_id) is not None}
+
     def processor_gids(self) -> dict[int, int]:
         """Live children's group ids by process id, for those that run with one now (the
         kernel's file-system group id, which iptables' owner match reads): what the

@@ -1,6 +1,6 @@
 """What a workload declares about itself, so the harness and the checkers need no list of them.
 
-A workload module (``workloads.eos.supervisor``, ``workloads.queue.supervisor``) ends with one :class:`WorkloadSpec`:
+A workload package (``workloads/eos/``, ``workloads/queue/``) declares one :class:`WorkloadSpec`:
 its name, its options dataclass, the command-line flags that fill it, the history files its
 processes write, the checker suites that judge it (by name: the checkers cannot import the
 workloads, so the harness writes the names into the run's ``config.json``), how its test name

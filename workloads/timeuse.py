@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from history import Op
+from history.schema import CUTS_CLIENT, STOPS_CLIENT, fault_traits
 
 SECOND_NS = 1_000_000_000
 
-#: Faults that stop or cut off a processor while it lives (the crash stream's kills are not
-#: time spent: the successor's way to its first commit is).
-PROCESS_STOPS = frozenset({"pause-processor", "zombie", "pause-at", "cut-processor"})
+#: The traits of a fault (in its ``start`` op) that stop or cut off a processor while it lives
+#: (the crash stream's kills are not time spent: the successor's way to its first commit is).
+HOLDS_PROCESS = frozenset({STOPS_CLIENT, CUTS_CLIENT})
 
 
 @dataclass
@@ -100,7 +101,7 @@ def instance_times(ops: list[Op]) -> dict[int, InstanceTime]:
     """Per processor instance: spawn (the supervisor's ``spawn`` ok) to its first committed
     transaction; its ``start`` (clients built, ``init_transactions``, subscribed); time
     without partitions from a ``revoke`` or ``lost`` callback to its next ``assign``; time
-    stopped or cut off by a fault aimed at it."""
+    stopped or cut off by a fault aimed at it (one whose ``start`` declares such a trait)."""
     out: dict[int, InstanceTime] = {}
     start_at: dict[int, int] = {}
     lost_at: dict[int, int] = {}
@@ -126,7 +127,7 @@ def instance_times(ops: list[Op]) -> dict[int, InstanceTime]:
         elif proc == "nemesis" and typ == "ok" and isinstance(v, dict):
             kind = v.get("kind")
             key = (kind, tuple(v.get("targets") or ()))
-            if f == "start" and kind in PROCESS_STOPS:
+            if f == "start" and fault_traits(v) & HOLDS_PROCESS:
                 targets = [t for t in v.get("targets") or () if isinstance(t, int)]
                 faults[key] = (op["time"], targets)
             elif f == "stop" and key in faults:

@@ -43,7 +43,7 @@ class Installation(Protocol):
 
 
 #: Where the sources live (a file path, not an import: the harness does not import workloads).
-SOURCE_DIR = Path(__file__).resolve().parents[2] / "workloads" / "java" / "src"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "workloads/java/src"
 #: The Java language level of the sources (Kafka 4.x brokers need Java 17 anyway).
 RELEASE = "17"
 MARKER = "BUILT.json"

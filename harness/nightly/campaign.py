@@ -14,8 +14,9 @@ A workload declares its variants (``workloads.spec.Variant``): the correct clien
 valid, and the broken-on-purpose ones, each with the anomaly type it must be caught with; the
 first is the default of ``--variants``.
 
-Every default is `python -m harness run`'s (``--nemesis all``, one fault every ~10 s lasting
-~10 s, 60 s of load), so the first line measures what a user who changes nothing gets.
+The defaults are `python -m harness run`'s (one fault every ~10 s lasting ~10 s, 60 s of
+load) but one: ``--nemesis`` is ``all`` here, ``none`` there, since a campaign measures how
+often the verdicts are right under faults.
 
 With ``--shared-cluster`` every run uses one cluster (unique topics, groups and transactional
 ids per run) and is judged by the history checks only, which saves a cluster start and a log
@@ -41,6 +42,9 @@ from harness.run.runner import RunOptions, new_run_dir, run, run_on_shared
 from harness.run.verdict import bad_types, explain
 from workloads.spec import Variant, WorkloadSpec
 
+#: ``--nemesis`` of a campaign when it does not say: every fault kind.
+CAMPAIGN_NEMESIS = "all"
+
 
 def variants_of(spec: WorkloadSpec) -> dict[str, Variant]:
     """A workload's campaign variants by name (one correct variant named after it when it
@@ -49,6 +53,7 @@ def variants_of(spec: WorkloadSpec) -> dict[str, Variant]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from harness.run.arguments import add_run_arguments
     from harness.run.workloads import DEFAULT, add_workload_flags, get, names
     from harness.substrate.api import add_shape_arguments
 
@@ -64,15 +69,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_master_argument(p)
     p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--time-limit", type=float, default=60.0)
-    # The defaults are `python -m harness run`'s: a campaign measures what a user gets.
-    p.add_argument("--nemesis", default="all")
-    p.add_argument("--nemesis-interval", type=float, default=10.0)
-    p.add_argument("--nemesis-duration", type=float, default=10.0)
-    p.add_argument("--store", default="store")
+    add_run_arguments(
+        p,
+        seeded=False,
+        nemesis=CAMPAIGN_NEMESIS,
+        why=f"default {CAMPAIGN_NEMESIS}, not `harness run`'s none: a campaign measures the "
+        "verdicts under faults",
+    )
     p.add_argument("--shared-cluster", action="store_true")
-    p.add_argument("--kafka-version", default=None)
-    p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
     # The run's own cluster and workload flags, read the same way (--variants replaces
     # --variant).
     add_shape_arguments(p)
@@ -82,41 +86,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace, variant: str, seed: int, tag: str) -> RunOptions:
     """One run's options; ``tag`` (empty: none) keeps its topics, groups and transactional
     ids apart from the other runs' on a shared cluster."""
-    from harness.kafka.versions import DEFAULT_KAFKA_VERSION
-    from harness.run.workloads import get, workload_options_from_args
-    from harness.substrate.api import shape_from_args
+    from harness.run.arguments import options_from_args
+    from harness.run.workloads import get
 
-    workload = get(args.workload)
-    chosen: dict[str, Any] = workload.spec.isolate(tag) if tag else {}
-    chosen.update(variants_of(workload.spec)[variant].options)
-    return RunOptions(
-        workload=workload.name,
-        time_limit=args.time_limit,
-        seed=seed,
-        kafka_version=args.kafka_version or DEFAULT_KAFKA_VERSION,
-        transaction_version=args.transaction_version,
-        store=Path(args.store),
-        nemesis=args.nemesis,
-        nemesis_interval=args.nemesis_interval,
-        nemesis_duration=args.nemesis_duration,
-        # Rejects a flag of the other workload, like `run` does.
-        workload_options=workload_options_from_args(args, seed, chosen),
-        **shape_from_args(args),
-    )
+    spec = get(args.workload).spec
+    chosen: dict[str, Any] = spec.isolate(tag) if tag else {}
+    chosen.update(variants_of(spec)[variant].options)
+    # Rejects a flag of the other workload, like `run` does.
+    return options_from_args(args, fields=chosen, seed=seed)
 
 
 def _checked(args: argparse.Namespace, variants: list[str]) -> RunOptions:
-    """Every variant's options, completed and checked before the first run (a bad value is
-    one line and exit status 2, not ten runs judged unknown); the first variant's."""
-    from harness.run.runner import build_nemeses, cluster_config_of
-    from harness.run.workloads import complete
-
-    checked = []
-    for variant in variants:
-        options = complete(_options(args, variant, args.first_seed, ""))
-        build_nemeses(options)
-        cluster_config_of(options, None).validate()
-        checked.append(options)
+    """Every variant's options, checked before the first run (a bad value is one line and
+    exit status 2, not ten runs judged unknown); the first variant's."""
+    checked = [_options(args, variant, args.first_seed, "") for variant in variants]
     return checked[0]
 
 

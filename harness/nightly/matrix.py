@@ -34,6 +34,7 @@ from harness.nightly.output import write_json_atomic, write_outputs
 from harness.nightly.scenarios import SCENARIO_SETS, Cell, expand, resolve_scenarios
 from harness.nightly.trends_data import matrix_root, new_safety_anomalies, seen_safety_types
 from harness.storefiles import new_unique_dir
+from workloads import client_registry
 
 log = logging.getLogger("harness.nightly.matrix")
 
@@ -159,8 +160,11 @@ def _install_error_record(cell: Cell, error: str) -> dict[str, Any]:
 
 
 #: Clients built by the project for each Kafka version (its Java clients, compiled against the
-#: version's jars); a cell of one of them cannot run where they do not compile.
-BUILT_CLIENTS = frozenset({"java"})
+#: version's jars: manifests of build kind ``kafka-java``); a cell of one of them cannot run
+#: where they do not compile.
+BUILT_CLIENTS = frozenset(
+    name for name, m in client_registry.manifests().items() if m.build_kind == "kafka-java"
+)
 
 
 def _prepare(version: str, java: bool) -> tuple[str | None, str | None]:

@@ -14,7 +14,7 @@ names the transaction versions it wants; on a Kafka line that cannot format them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.errors import HarnessError
@@ -40,8 +40,9 @@ class Scenario:
     #: ``--group-protocol``, ``--txn-delay-ms``), as ``python -m harness run`` takes them.
     workload: str = "eos"
     flags: tuple[str, ...] = ()
-    #: The client library (decides the transaction versions it can run).
-    client: str = "python"
+    #: The client library (decides the transaction versions it can run); the registry's
+    #: default when not given.
+    client: str = field(default_factory=lambda: client_registry.default("eos"))
     #: The eos variant (``eos`` for every other workload), shown in the matrix.
     variant: str = "eos"
     nemesis: str = "none"
@@ -71,18 +72,19 @@ class Scenario:
 
 def eos(
     name: str,
-    client: str = "python",
+    client: str | None = None,
     variant: str = "eos",
     extra: tuple[str, ...] = (),
     **kw: Any,
 ) -> Scenario:
     """An eos scenario: its client and variant are flags of the eos workload; ``extra`` are
-    any other flags of the run."""
+    any other flags of the run; ``client`` is the registry's default when not given."""
+    client = client or client_registry.default("eos")
     flags = ("--client", client) + (("--variant", variant) if variant != "eos" else ())
     return Scenario(name, "eos", flags + extra, client, variant, **kw)
 
 
-def delayed_endtxn(name: str, client: str = "python", **kw: Any) -> Scenario:
+def delayed_endtxn(name: str, client: str | None = None, **kw: Any) -> Scenario:
     """A correct eos client under the ``delayed-endtxn`` recipe (docs/findings.md, F2), with
     the delays inside each transaction the recipe asks for."""
     extra = ("--txn-delay-ms", "100")

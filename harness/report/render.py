@@ -255,7 +255,7 @@ def write_report(run_dir: Path) -> Path:
         kafka_version=data.config.get("kafka_version_resolved") or opts.get("kafka_version"),
         transaction_version=opts.get("transaction_version"),
         workload=opts.get("workload", DEFAULT),
-        client=wopts.get("client", "python"),
+        client=wopts.get("client", ""),
         variant=wopts.get("variant", ""),
         seed=opts.get("seed"),
         nemesis=",".join(nemesis) if isinstance(nemesis, list) else nemesis,

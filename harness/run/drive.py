@@ -16,7 +16,7 @@ from harness.run.options import RunContext
 if TYPE_CHECKING:
     from harness.run.options import Nemesis, RunOptions
     from harness.substrate.api import Cluster
-    from workloads.clientcontrol import ClientControl
+    from history.clientcontrol import ClientControl
 
 log = logging.getLogger("harness.run.drive")
 
@@ -37,7 +37,7 @@ class Drive:
     load_over: Callable[[], None] | None = None
 
     @contextlib.contextmanager
-    def faults(self, workload: Any, clients: ClientControl | None = None) -> Iterator[RunContext]:
+    def faults(self, workload: Any, clients: ClientControl) -> Iterator[RunContext]:
         """The nemeses act while this is open; at its end every started one is stopped and
         healed (even when the block or a start failed), so the driver's last phase (a drain,
         final reads) sees a whole cluster."""

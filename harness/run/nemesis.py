@@ -25,16 +25,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness.nemesis")
 
 
-def kinds_for(
+def fault_kinds(
     options: RunOptions,
     netns: bool,
+    clients: bool = True,
     hooks: bool = True,
     abilities: frozenset[str] = frozenset(ABILITIES),
-) -> list[str]:
-    """The kinds of ``--nemesis`` that run here (a one-line HarnessError for a named kind
-    that cannot)."""
+) -> tuple[list[str], dict[str, str]]:
+    """The one place that decides which kinds of ``--nemesis`` run here: those kinds, and
+    those that ``all`` leaves out, each with the reason (a one-line HarnessError for a named
+    kind that cannot run)."""
+    spec = options.nemesis
+    where = {"netns": netns, "clients": clients, "hooks": hooks, "abilities": abilities}
     try:
-        return options.nemesis.kinds(netns=netns, clients=True, hooks=hooks, abilities=abilities)
+        return spec.kinds(**where), spec.skipped(**where)
     except ValueError as exc:
         raise HarnessError(str(exc)) from None
 
@@ -46,26 +50,27 @@ def plan(
     hooks: bool = True,
     stream_interval: float | None = None,
     abilities: frozenset[str] = frozenset(ABILITIES),
+    clients: bool = True,
 ) -> schedules.Schedule:
     """The schedule of a run: replayed from a file, or generated from the seed (fault
     lengths are chosen around the clients' ``session_timeout_s``). Kinds that ``all``
-    leaves out for this client (no hook points) or this cluster (an ability it lacks) are
-    saved with the reason."""
+    leaves out for these clients (none, or no hook points) or this cluster (an ability it
+    lacks) are saved with the reason."""
     if options.replay is not None:
         try:
             return schedules.load(Path(options.replay))
         except ValueError as exc:
             raise HarnessError(str(exc)) from None
-    skipped = options.nemesis.skipped(netns=netns, hooks=hooks, abilities=abilities)
+    kinds, skipped = fault_kinds(options, netns, clients, hooks, abilities)
     named = options.nemesis.recipe
     return schedules.generate(
-        kinds_for(options, netns, hooks, abilities),
+        kinds,
         seed=options.seed,
         time_limit=options.time_limit,
         interval=named.interval if named else options.nemesis_interval,
         duration=options.nemesis_duration,
         nodes=options.nodes,
-        has_clients=True,
+        has_clients=clients,
         session_timeout_s=session_timeout_s,
         skipped=skipped,
         duration_range=named.duration_range if named else None,
@@ -88,14 +93,20 @@ class ScheduledNemesis:
 
     def start(self, ctx: RunContext) -> None:
         clients = ctx.clients
-        self.schedule = plan(
-            self.options,
-            ctx.cluster.uses_netns,
-            clients.session_timeout_s,
-            hooks=bool(getattr(clients, "hooks", False)),
-            stream_interval=getattr(clients, "crash_interval_s", None),
-            abilities=abilities_of(ctx.cluster),
-        )
+        if clients is None:  # faults of the cluster alone (the pytest plugin's nemesis)
+            self.schedule = plan(
+                self.options, ctx.cluster.uses_netns, 10.0, False, None,
+                abilities_of(ctx.cluster), clients=False,
+            )  # fmt: skip
+        else:
+            self.schedule = plan(
+                self.options,
+                ctx.cluster.uses_netns,
+                clients.session_timeout_s,
+                hooks=clients.hooks,
+                stream_interval=clients.crash_interval_s,
+                abilities=abilities_of(ctx.cluster),
+            )
         self.recorder = ctx.recorder("nemesis", {"schedule": self.schedule.to_json()})
         if any(KINDS[e.kind].stream for e in self.schedule.events):
             self.stream_recorder = ctx.recorder("nemesis-clients", {})

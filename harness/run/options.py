@@ -19,7 +19,7 @@ from nemeses.kinds import NemesisSpec, parse_nemesis
 
 if TYPE_CHECKING:
     from harness.substrate.api import Cluster
-    from nemeses.control import ClientControl
+    from history.clientcontrol import ClientControl
     from workloads.spec import WorkloadOptions
 
 
@@ -53,6 +53,9 @@ class RunOptions:
     backend: str = "auto"
     #: The machines of ``backend="ssh"``: a hosts file (``harness.substrate.ssh.hosts``).
     hosts: str | None = None
+    #: Set by ``harness.run.workloads.complete``: the workload's options are filled in,
+    #: validated and adjusted to the run, which then validates them no more.
+    completed: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.nemesis, str):
@@ -81,6 +84,7 @@ class RunOptions:
             self.workload_options.to_dict() if self.workload_options is not None else None
         )
         out["test_name"] = self.test_name
+        del out["completed"]
         return out
 
 
@@ -111,13 +115,9 @@ class RunContext:
     workload: Any
     options: RunOptions
     run_dir: Path
-    #: The workload as faults see it (pids to pause or kill, transactional ids to hijack);
-    #: None: the workload object itself is one.
-    clients: ClientControl | None = None
-
-    def __post_init__(self) -> None:
-        if self.clients is None:
-            self.clients = self.workload
+    #: The workload as faults see it (pids to pause or kill, transactional ids to hijack):
+    #: its package's ``control`` object.
+    clients: ClientControl
 
     @property
     def processes_dir(self) -> Path:

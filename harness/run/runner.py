@@ -16,12 +16,10 @@ on disk for a human to read. Nemeses plug in through :func:`build_nemeses`
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import platform
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -29,21 +27,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.errors import HarnessError
-from harness.kafka.versions import DEFAULT_KAFKA_VERSION
 from harness.run.drive import Drive
-from harness.run.nemesis import ScheduledNemesis, kinds_for
+from harness.run.nemesis import ScheduledNemesis, fault_kinds
 from harness.run.options import Nemesis, RunOptions
 from harness.run.verdict import judge
-from harness.run.workloads import (
-    add_workload_arguments,
-    complete,
-    workload_options_from_args,
-)
+from harness.run.workloads import complete
 from harness.run.workloads import get as get_workload
 from harness.storefiles import new_unique_dir
-from harness.substrate.api import ClusterConfig, add_shape_arguments, shape_from_args
-from harness.substrate.backends import add_backend_argument, open_cluster
+from harness.substrate.api import ClusterConfig
+from harness.substrate.backends import open_cluster
 from history import load_history, merge_histories
 
 if TYPE_CHECKING:
@@ -56,7 +48,7 @@ log = logging.getLogger("harness.runner")
 def build_nemeses(options: RunOptions) -> list[Nemesis]:
     """The run's fault injectors: one scheduled nemesis unless ``--nemesis none``."""
     # Validates the spec before a cluster exists.
-    if options.replay is None and not kinds_for(options, netns=True):
+    if options.replay is None and not fault_kinds(options, netns=True)[0]:
         return []
     return [ScheduledNemesis(options)]
 
@@ -313,66 +305,3 @@ def start_run_dir(options: RunOptions) -> Path:
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
-
-
-# --- the CLI -----------------------------------------------------------------------------
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``python -m harness run`` (the subparser itself lives in harness.cli):
-    the run's own, then ``--workload`` and every registered workload's flags."""
-    from nemeses.kinds import KINDS
-    from nemeses.recipes import RECIPES
-
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds of load")
-    p.add_argument("--seed", type=int, default=None, help="RNG seed (default: random)")
-    p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
-    p.add_argument("--transaction-version", type=int, choices=[0, 2], default=None)
-    p.add_argument("--store", default="store", metavar="DIR")
-    p.add_argument(
-        "--nemesis",
-        default="none",
-        metavar="KINDS",
-        help=f"none, all, a comma list of fault kinds ({', '.join(KINDS)}), or a named "
-        f"recipe ({', '.join(RECIPES)}; see README, Faults)",
-    )
-    p.add_argument("--nemesis-interval", type=float, default=10.0, metavar="S")
-    p.add_argument("--nemesis-duration", type=float, default=10.0, metavar="S")
-    p.add_argument(
-        "--replay",
-        default=None,
-        metavar="SCHEDULE.json",
-        help="replay the faults of a saved schedule.json",
-    )
-    p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
-    add_shape_arguments(p)
-    add_backend_argument(p)
-    add_workload_arguments(p)
-
-
-def options_from_args(args: argparse.Namespace) -> RunOptions:
-    if args.time_limit <= 0:
-        raise HarnessError("--time-limit must be positive")
-    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
-    options = RunOptions(
-        workload=args.workload,
-        time_limit=args.time_limit,
-        seed=seed,
-        kafka_version=args.kafka_version,
-        transaction_version=args.transaction_version,
-        network=args.network,
-        store=Path(args.store),
-        nemesis=args.nemesis,
-        nemesis_interval=args.nemesis_interval,
-        nemesis_duration=args.nemesis_duration,
-        replay=Path(args.replay) if args.replay else None,
-        workload_options=workload_options_from_args(args, seed),
-        backend=args.backend,
-        hosts=args.hosts,
-        **shape_from_args(args),
-    )
-    # Unknown fault names and impossible cluster shapes fail before a cluster is built.
-    build_nemeses(options)
-    options = complete(options)
-    cluster_config_of(options, None).validate()
-    return options

@@ -11,19 +11,20 @@ new kind of check, a suite in ``checkers.suites``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from common.errors import HarnessError
 from common.settings import parse_settings
 from harness.kafka.versions import KafkaVersion
-from workloads.drive import Workload
+from harness.run.options import RunOptions
 from workloads.connect import driver as connect
+from workloads.drive import Workload
 from workloads.eos import driver as eos
 from workloads.queue import driver as queue
-from workloads.streams import driver as streams
-from harness.run.options import RunOptions
 from workloads.spec import Option, WorkloadSpec
+from workloads.streams import driver as streams
 
 BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD, connect.WORKLOAD, streams.WORKLOAD)
 
@@ -62,7 +63,10 @@ def spec_of(name: str | None) -> WorkloadSpec | None:
 
 def complete(options: RunOptions) -> RunOptions:
     """``options`` with its workload's options filled in (the defaults, seeded with the run's
-    seed, when none were given), validated and adjusted to the run by the driver."""
+    seed, when none were given), validated and adjusted to the run by the driver; options
+    already completed are returned as they are (a run validates its options once)."""
+    if options.completed:
+        return options
     workload = get(options.workload)
     wopts = options.workload_options
     if wopts is None:
@@ -76,7 +80,7 @@ def complete(options: RunOptions) -> RunOptions:
     need = workload.spec.needs_kafka(wopts)
     if need is not None and KafkaVersion(options.kafka_version) < KafkaVersion(need[0]):
         raise HarnessError(f"{need[1]} needs Kafka {need[0]} or newer, not {options.kafka_version}")
-    return workload.prepare(replace(options, workload_options=wopts))
+    return replace(workload.prepare(replace(options, workload_options=wopts)), completed=True)
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -144,14 +148,21 @@ def workload_values(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, A
 
 
 def workload_options_from_args(
-    args: argparse.Namespace, seed: int, extra: dict[str, Any] | None = None
+    args: argparse.Namespace,
+    seed: int,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    workload: str | None = None,
 ) -> Any:
-    """The options of ``args.workload`` from the parsed flags (and ``extra`` fields over
-    them). A flag of another workload is an error: a command line never carries an option
-    that does nothing."""
-    spec = get(args.workload).spec
+    """The options of ``workload`` (default ``args.workload``) from the parsed flags (and
+    ``extra`` fields over them), not yet validated: :func:`complete` validates them, once. A
+    flag of another workload is an error: a command line never carries an option that does
+    nothing."""
+    spec = get(workload or args.workload).spec
     mine = {o.dest for o in spec.cli}
     foreign = sorted(o.flag for o in _flags() if hasattr(args, o.dest) and o.dest not in mine)
     if foreign:
         raise HarnessError(f"{', '.join(foreign)}: not an option of --workload {spec.name}")
-    return spec.options_from_dict({**workload_values(args, spec), "seed": seed, **(extra or {})})
+    return spec.options_type.from_dict(
+        {**workload_values(args, spec), "seed": seed, **(extra or {})}
+    )

@@ -7,10 +7,10 @@ import contextlib
 import os
 import random
 import signal
-from collections.abc import Callable
 from typing import Any
 
 from common.procfs import catches_signal, process_state
+from history.clientcontrol import ClientControl
 from nemeses.faults.base import (
     FaultError,
     processor,
@@ -48,7 +48,8 @@ def zombie_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     directly.
     """
     instance, pid, why = processor(ctx, params)
-    if getattr(ctx.clients, "pause_at_commit", False) and catches_signal(pid, signal.SIGUSR1):
+    assert ctx.clients is not None  # ``processor`` found one of its processes
+    if ctx.clients.pause_at_commit and catches_signal(pid, signal.SIGUSR1):
         os.kill(pid, signal.SIGUSR1)
         try:
             verify(lambda: process_state(pid) in ("T", None), 20, f"processor {instance} paused")
@@ -102,13 +103,13 @@ def _stop_pid(pid: int, sig: signal.Signals) -> None:
         verify(lambda: process_state(pid) in (None, "Z"), 10, f"pid {pid} killed")
 
 
-def _wait_successor(clients: Any, before: set[int], ready: Callable[[int], bool] | None) -> None:
+def _wait_successor(clients: ClientControl, before: set[int]) -> None:
     """Wait until an instance started after ``before`` (the instance ids then) serves. Any
     of them: a successor killed by another fault meanwhile has a successor of its own."""
 
     def serving() -> bool:
         new = set(clients.processor_pids()) - before
-        return any(ready(i) for i in new) if ready is not None else bool(new)
+        return any(clients.processor_ready(i) for i in new)
 
     verify(serving, ROLL_READY_S, "a successor of the stopped processor serving")
 
@@ -124,7 +125,6 @@ def roll_processors_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str
     clean = bool(params.get("clean"))
     order = sorted(clients.processor_pids())
     random.Random(params.get("seed", 0)).shuffle(order)
-    ready = getattr(clients, "processor_ready", None)
     rolled: list[int] = []
     for instance in order:
         before = clients.processor_pids()
@@ -132,19 +132,13 @@ def roll_processors_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str
         if pid is None:  # gone already (another fault); its successor is someone else's
             continue
         _stop_pid(pid, signal.SIGTERM if clean else signal.SIGKILL)
-        _wait_successor(clients, set(before), ready)
+        _wait_successor(clients, set(before))
         rolled.append(instance)
     return {
         "targets": rolled,
         "clean": clean,
         "why": f"{'clean' if clean else 'hard'} rolling restart of the processors",
     }
-
-
-def _processor_gids(ctx: FaultContext) -> dict[int, int]:
-    """Live processors' own group ids (clients without ``processor_gids`` have none)."""
-    gids_of = getattr(ctx.clients, "processor_gids", None)
-    return dict(gids_of()) if gids_of is not None else {}
 
 
 def cut_processor_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +154,7 @@ def cut_processor_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, 
     """
     if ctx.clients is None:
         raise FaultError("cut-processor needs workload processes")
-    gids = _processor_gids(ctx)
+    gids = ctx.clients.processor_gids()
     found = resolve_processor(ctx, params, among=gids)
     if found is None:
         raise FaultError(

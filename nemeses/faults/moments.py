@@ -69,7 +69,7 @@ def crash_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str,
 
 
 def _hooks(ctx: FaultContext) -> bool:
-    return ctx.clients is not None and bool(getattr(ctx.clients, "hooks", False))
+    return ctx.clients is not None and ctx.clients.hooks
 
 
 def _arm(ctx: FaultContext, instance: int, at: str, action: str, delay_ms: int = 0) -> bool:

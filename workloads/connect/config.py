@@ -1,8 +1,8 @@
 """The connect workload's options and the Connect configurations made from them.
 
 The worker and connector properties are the workload's contract with Kafka Connect: they
-live here, apart from the supervisor and the REST driver (``workloads.connect.supervisor``), so tests
-can read what a run asks of Connect without starting one.
+live here, apart from the supervisor and the REST driver (``supervisor``, ``rest``), so
+tests can read what a run asks of Connect without starting one.
 """
 
 from __future__ import annotations

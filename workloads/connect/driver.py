@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.connect.control import ConnectClients
 from workloads.connect.supervisor import SPEC, ConnectWorkload, run_phases
+from workloads.drive import Drive, Outcome, RunSummary, Workload
 
 if TYPE_CHECKING:
     from history import Op
@@ -28,7 +29,8 @@ def prepare(options: Any) -> Any:
 def drive(d: Drive) -> Outcome:
     options = d.options.workload_options
     with ConnectWorkload(options, d.cluster, d.run_dir) as workload:
-        finished = run_phases(workload, d.options.time_limit, lambda: d.faults(workload, workload))
+        clients = ConnectClients(workload)
+        finished = run_phases(workload, d.options.time_limit, lambda: d.faults(workload, clients))
     return Outcome(finished)
 
 

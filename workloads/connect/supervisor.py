@@ -59,7 +59,7 @@ class ConnectWorkload(Supervisor):
     """One connect run's client side: the worker JVMs (kept alive per slot) and the REST
     driver. Use as a context manager so no worker outlives it.
 
-    It satisfies ``nemeses.control.ClientControl``: a worker is the "processor" that pause,
+    As faults see it (``workloads.connect.control``) a worker is the "processor" that pause,
     zombie, kill, crash and cut faults act on, and ``transactional_ids`` names the task
     producers a worker runs (what a hijack fences).
     """
@@ -68,12 +68,6 @@ class ConnectWorkload(Supervisor):
     exit_f = "worker-exit"
     min_lifetime_s = MIN_LIFETIME_S
     monitor_interval_s = 0.2
-    pause_at_commit = False
-    hooks = False
-    #: Seconds between two crash-clients kills: a worker JVM takes about ten seconds to
-    #: start and rejoin, so the eos workload's 8 s would leave the group rebalancing for
-    #: good and the load would never run.
-    crash_interval_s = 30.0
 
     def __init__(self, options: ConnectOptions, cluster: Cluster, run_dir: Path) -> None:
         options.validate()
@@ -94,34 +88,7 @@ class ConnectWorkload(Supervisor):
         self._created = False
         self.journals: TaskJournals | None = None
 
-    # --- ClientControl ---------------------------------------------------------------
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-    @property
-    def group_id(self) -> str:
-        return self.options.group_id
-
-    @property
-    def input_topic(self) -> str:
-        return self.options.offsets_topic
-
-    @property
-    def output_topic(self) -> str:
-        return self.options.data_topic
-
-    @property
-    def session_timeout_s(self) -> float:
-        return self.options.session_timeout_ms / 1000
-
-    @property
-    def transaction_timeout_s(self) -> float:
-        return self.options.transaction_timeout_ms / 1000
-
-    def processor_pids(self) -> dict[int, int]:
-        return {w: c.proc.pid for w, c in self._live().items()}
+    # --- what faults aim at -----------------------------------------------------------
 
     def transactional_ids(self) -> dict[int, str]:
         """Per live worker, the producer of one task it ran at the last status."""
@@ -147,13 +114,9 @@ class ConnectWorkload(Supervisor):
             raise HarnessError(f"no live worker {worker}")
         os.kill(child.proc.pid, signal.SIGKILL)
 
-    #: What processor faults aim at besides a random worker (``nemeses.targets``): the group
-    #: leader, which assigns the tasks and fences zombie task producers before a round of
-    #: new ones starts (KIP-618), and the worker that runs a given task.
-    processor_roles = ("leader", "task-worker")
-
-    def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
-        """The live worker in ``role`` now, and why; None if no worker holds it now."""
+    def worker_in(self, role: str, pick: int) -> tuple[int, str] | None:
+        """The live worker in ``role`` (``control.ROLES``) now, and why; None if no worker
+        holds it now."""
         if role == "leader":
             port = self.journals.leader_port if self.journals is not None else None
             why = "the Connect group's leader"
@@ -174,7 +137,7 @@ class ConnectWorkload(Supervisor):
                 return instance, why
         return None
 
-    def processor_ready(self, instance: int) -> bool:
+    def serving(self, instance: int) -> bool:
         """A (re)started worker serves once its REST API answers."""
         with self._lock:
             child = self._children.get(instance)

@@ -1,7 +1,7 @@
 """What the eos workload's pieces agree on: options, variants, hooks and names.
 
-The supervisor (``workloads.eos.supervisor``) and the processors (``workloads.eos.processor``, separate
-OS processes that receive their configuration as JSON on the command line) read these
+The supervisor (``workloads.eos.supervisor``) and the processors (``workloads.eos.processor``,
+separate OS processes that receive their configuration as JSON on the command line) read these
 definitions. The record headers and the value transform are part of the history format
 (``history.eos_records``), because checkers read them too.
 """
@@ -31,10 +31,10 @@ TXN_ID_STRATEGIES = ("unique", "static")
 HOOK_ACTIONS = ("kill", "stop", "exit")
 #: Producer settings of a processor, before the user's ``--client-config``.
 PRODUCER_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 5})
-#: The registered clients that run eos (``workloads/manifests``): ``python``: confluent-kafka
-#: processors (``workloads.eos.processor``); ``java``: their Java twin on the Java client
-#: (``workloads/java``, same history); ``copier``: Kafka's own TransactionalMessageCopier
-#: (``workloads.eos.copier``, no history op by op); then every built client (``franz-go``).
+#: The registered clients that run eos (``workloads/manifests``), the default first: the
+#: confluent-kafka processors (``workloads.eos.processor``), their Java twin (``workloads/java``,
+#: same history), Kafka's own TransactionalMessageCopier (``workloads.eos.copier``, no history
+#: op by op), then every client built from its sources (Go, Node.js).
 CLIENTS = client_registry.names("eos")
 
 
@@ -172,8 +172,8 @@ class EosOptions:
     #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the operations of
     #: each transaction.
     txn_delay_ms: int = 0
-    #: One of :data:`CLIENTS`.
-    client: str = "python"
+    #: One of :data:`CLIENTS`; its manifest's ``default = true`` when not given.
+    client: str = field(default_factory=lambda: client_registry.default("eos"))
     #: ``--client-python``: the interpreter of the confluent-kafka processes (None: the
     #: harness's own).
     client_python: str | None = None
@@ -212,12 +212,9 @@ class EosOptions:
             raise HarnessError("--processors must be at least 1")
         if self.client not in CLIENTS:
             raise HarnessError(f"--client must be one of {', '.join(CLIENTS)}")
-        if self.client == "copier":
-            self._copier_refusals()
         manifest = client_registry.get(self.client)
-        if not manifest.builtin:
-            self._ability_refusals(manifest)
-        problem = client_python_problem(self.client_python, self.client)
+        self._ability_refusals(manifest)
+        problem = client_python_problem(self.client_python, manifest, "eos")
         if problem is not None:
             raise HarnessError(problem)
         if self.partitions < 1:
@@ -236,7 +233,7 @@ class EosOptions:
         # client settings); the client library itself judges the settings last.
         cfg = self.processor_config(0, 0, "", "")
         cfg.validate()
-        if self.client == "python" and self.client_config:
+        if manifest.abilities.probe_client_config and self.client_config:
             problem = probe_client_settings(
                 self.client_config,
                 self.group_protocol,
@@ -250,8 +247,9 @@ class EosOptions:
                 raise HarnessError(problem)
 
     def _ability_refusals(self, m: client_registry.Manifest) -> None:
-        """What a built client's manifest says it cannot do, refused before the run starts
-        (its processors would refuse it too, one exit status 2 after another)."""
+        """What the client's manifest says it cannot do, refused before the run starts (its
+        processors would refuse it too, one exit status 2 after another; Kafka's copier has
+        fixed command-line options, and would silently drop a knob it cannot take)."""
         ab = m.abilities
         if self.variant not in ab.variants:
             raise HarnessError(
@@ -266,19 +264,12 @@ class EosOptions:
             raise HarnessError(f"client {m.name} has no hook points")
         if self.abort_probability and not ab.aborts:
             raise HarnessError(f"--abort-probability: client {m.name} makes no deliberate aborts")
-
-    def _copier_refusals(self) -> None:
-        """What Kafka's TransactionalMessageCopier cannot do: it has fixed command-line
-        options, so a knob it cannot take is refused rather than silently dropped."""
-        copier = "Kafka's TransactionalMessageCopier (--client copier)"
-        if self.variant != "eos":
-            raise HarnessError("Kafka's copier runs only the correct eos variant")
-        if self.client_config:
-            raise HarnessError(f"--client-config: {copier} takes no client settings")
-        if self.group_protocol != "classic":
-            raise HarnessError(f"--group-protocol {self.group_protocol}: {copier} cannot choose it")
-        if self.txn_delay_ms:
-            raise HarnessError(f"--txn-delay-ms: {copier} has no pause between its operations")
+        if self.client_config and not ab.client_config:
+            raise HarnessError(f"--client-config: client {m.name} takes no client settings")
+        if self.txn_delay_ms and not ab.txn_delay:
+            raise HarnessError(
+                f"--txn-delay-ms: client {m.name} has no pause between its operations"
+            )
 
     def processor_config(
         self, instance: int, slot: int, bootstrap: str, history_path: str
@@ -313,17 +304,19 @@ class EosOptions:
         out["input_topic"] = self.input_topic
         out["output_topic"] = self.output_topic
         out["group_id"] = self.group_id
+        out["client_findings"] = client_registry.findings(self.client)
         return out
 
     def name_parts(self) -> list[str]:
         """The test name says which broken variant and which client, when not the defaults."""
-        return [p for p, usual in ((self.variant, "eos"), (self.client, "python")) if p != usual]
+        usual = (("eos", self.variant), (client_registry.default("eos"), self.client))
+        return [p for default, p in usual if p != default]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> EosOptions:
         """The inverse of :meth:`to_dict` (its derived names are skipped); an unknown key is
         an error, so a misspelt option never silently keeps its default."""
-        derived = ("input_topic", "output_topic", "group_id")
+        derived = ("input_topic", "output_topic", "group_id", "client_findings")
         data = {k: v for k, v in raw.items() if k not in derived}
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:

@@ -18,12 +18,16 @@ import json
 import subprocess
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from history import Recorder
+from workloads.java_clients import JVM_OPTS
+from workloads.processes import PROJECT_ROOT, in_group
+
+if TYPE_CHECKING:
+    from workloads.eos.supervisor import EosWorkload
 
 COPIER_CLASS = "org.apache.kafka.tools.TransactionalMessageCopier"
-JVM_OPTS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 def copier_command(
@@ -138,3 +142,32 @@ def start_copier(
     reader = CopierEvents(proc.stdout, history, instance, meta)
     reader.start()
     return proc, reader
+
+
+def spawn(
+    workload: EosWorkload,
+    instance: int,
+    cfg: Any,
+    env: dict[str, str],
+    logf: IO[bytes],
+    gid: int | None,
+) -> subprocess.Popen[bytes]:
+    """The copier as one slot's processor (the manifest's ``adapter.eos``: the supervisor
+    calls this instead of starting ``start.eos``), as group ``gid`` when given."""
+    o = workload.options
+    cmd = copier_command(
+        workload.cluster.tool_command("TransactionalMessageCopier", JVM_OPTS),
+        bootstrap=workload.cluster.bootstrap,
+        input_topic=o.input_topic,
+        output_topic=o.output_topic,
+        group_id=o.group_id,
+        transactional_id=cfg.transactional_id,
+        txn_size=o.txn_size,
+        transaction_timeout_ms=o.transaction_timeout_ms,
+        random_aborts=o.abort_probability > 0,
+    )
+    meta = {"instance": instance, "slot": cfg.slot, "transactional_id": cfg.transactional_id}
+    proc, _reader = start_copier(
+        in_group(cmd, gid), env, logf, Path(cfg.history_path), instance, meta, PROJECT_ROOT
+    )
+    return proc

@@ -9,13 +9,15 @@ the verdict (order, zombies, aborted reads, torn transactions, broker logs) is t
 from __future__ import annotations
 
 import bisect
-import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
 from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.eos.control import EosClients
+from workloads.eos.supervisor import SPEC, EosWorkload
+from workloads.pipeline import drive_pipeline
 from workloads.timeuse import (
     Availability,
     TimeUse,
@@ -24,77 +26,21 @@ from workloads.timeuse import (
     instance_times,
     instances_line,
 )
-from history.eos_records import H_SRC_OFFSET, H_SRC_PARTITION, input_of
-from workloads.eos.supervisor import SPEC, EosWorkload
 
 if TYPE_CHECKING:
     from history import Op
 
 
-@dataclass
-class WorkloadClients:
-    """The eos workload as nemeses see it (satisfies ``nemeses.control.ClientControl``)."""
-
-    workload: Any
-    bootstrap: str
-    group_id: str
-    input_topic: str
-    output_topic: str
-    session_timeout_s: float
-    transaction_timeout_s: float
-    pause_at_commit: bool = True
-    hooks: bool = True
-
-    def processor_pids(self) -> dict[int, int]:
-        return self.workload.processor_pids()
-
-    def transactional_ids(self) -> dict[int, str]:
-        return self.workload.transactional_ids()
-
-    def processor_gids(self) -> dict[int, int]:
-        return self.workload.processor_gids()
-
-    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
-        self.workload.arm_hook(instance, at, action, delay_ms)
-
-    def fired_hook(self, instance: int) -> dict[str, Any] | None:
-        return self.workload.fired_hook(instance)
-
-
 def drive(d: Drive) -> Outcome:
     eos = d.options.workload_options
     with EosWorkload(eos, d.cluster, d.run_dir) as workload:
-        clients = WorkloadClients(
+        return drive_pipeline(
+            d,
             workload,
-            d.cluster.bootstrap,
-            eos.group_id,
-            eos.input_topic,
-            eos.output_topic,
-            eos.session_timeout_ms / 1000,
-            eos.transaction_timeout_ms / 1000,
-            # What the client's manifest says: Kafka's copier has no protocol hooks, and
-            # SIGUSR1 (the zombie's "stop at your next offset commit") would kill its JVM.
-            pause_at_commit=workload.manifest.abilities.zombie,
-            hooks=workload.manifest.abilities.hooks,
+            EosClients(workload),
+            stable_timeout=60 + eos.session_timeout_ms / 1000,
+            feed_first=workload.manifest.abilities.feed_first,
         )
-        try:
-            workload.setup()
-            # Kafka's Java copier exits once it has copied what its partitions held when they
-            # were assigned, so it is fed first and then copies while the faults run.
-            copier = eos.client == "copier"
-            if copier:
-                workload.seed(d.options.time_limit, threading.Event())
-            workload.start_processors()
-            if not copier:
-                workload.wait_stable(timeout=60 + eos.session_timeout_ms / 1000)
-            with d.faults(workload, clients):
-                if not copier:
-                    workload.seed(d.options.time_limit, threading.Event())
-            drained = workload.finish()
-        finally:
-            workload.close()
-    seeded = workload.seed_result.seconds if workload.seed_result else 0
-    return Outcome(drained, {"seeded_seconds": round(seeded, 3)})
 
 
 def drain_tally(ops: Iterable[Op]) -> dict[str, Any]:

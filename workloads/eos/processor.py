@@ -44,6 +44,7 @@ from history.eos_records import (
     transform,
 )
 from history.moments import DURING_COMMIT
+from workloads.clientinfo import error_info, is_fenced, parse_group_metadata, warn
 from workloads.clients import (
     Calls,
     ClientError,
@@ -54,7 +55,6 @@ from workloads.clients import (
     subscribe,
 )
 from workloads.eos.config import PRODUCER_SETTINGS, ProcessorConfig, arm_path, fired_path
-from workloads.clientinfo import error_info, is_fenced, parse_group_metadata, warn
 
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2

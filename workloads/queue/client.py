@@ -57,6 +57,7 @@ from types import FrameType
 from typing import Any, Final
 
 from history import OpType, Recorder
+from workloads.clientinfo import error_info, warn
 from workloads.clients import (
     REBALANCE_EVENTS,
     Calls,
@@ -67,7 +68,6 @@ from workloads.clients import (
     make_clients,
     subscribe,
 )
-from workloads.clientinfo import error_info, warn
 from workloads.queue.config import (
     EXIT_BAD_CONFIG,
     EXIT_CRASH,

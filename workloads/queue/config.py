@@ -3,8 +3,8 @@
 The configuration (``ClientConfig``, refused before any op runs when its history would be
 meaningless), the op kinds, the value encoding and the exit codes are shared by the client
 (``workloads.queue.client``) and the supervisor that starts it and reads its records
-(``workloads.queue.supervisor``); they live apart from the client loop, as ``eos_config`` does for the
-eos processor.
+(``workloads.queue.supervisor``); they live apart from the client loop, as
+``workloads.eos.config`` does for the eos processor.
 """
 
 from __future__ import annotations

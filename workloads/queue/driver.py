@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from workloads.drive import Drive, Outcome, RunSummary, Workload
-from workloads.timeuse import availability, availability_line
 from history import Op
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.queue.control import QueueClients
 from workloads.queue.supervisor import SPEC, QueueWorkload, run_phases
+from workloads.timeuse import availability, availability_line
 
 
 def prepare(options: Any) -> Any:
@@ -25,7 +26,7 @@ def drive(d: Drive) -> Outcome:
     with QueueWorkload(
         options.workload_options, d.cluster, d.run_dir, options.time_limit
     ) as workload:
-        finished = run_phases(workload, lambda: d.faults(workload))
+        finished = run_phases(workload, lambda: d.faults(workload, QueueClients(workload)))
     return Outcome(finished)
 
 

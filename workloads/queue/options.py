@@ -13,9 +13,8 @@ from time import monotonic_ns
 from typing import Any
 
 from common.errors import HarnessError
-from workloads import jsonconfig
+from workloads import client_registry, jsonconfig
 from workloads.clients import client_python_problem, probe_client_settings
-from workloads.java_clients import CLIENTS
 from workloads.queue.config import OP_FS, SUB_VIAS, BadConfig, ClientConfig
 
 
@@ -53,9 +52,10 @@ class QueueOptions:
     final_timeout_s: float = 60.0
     group_id: str | None = None
     txn_id_prefix: str | None = None
-    #: ``python`` (confluent-kafka, ``workloads.queue.client``) or ``java`` (its Java twin,
-    #: ``workloads/java``: the same ops on the Java client).
-    client: str = "python"
+    #: A registered client with a queue process (``workloads/manifests``: the confluent-kafka
+    #: ``workloads.queue.client`` and its Java twin, the same ops on the Java client); the
+    #: manifest's ``default = true`` when not given.
+    client: str = field(default_factory=lambda: client_registry.default("queue"))
     #: ``--client-python``: the interpreter of the confluent-kafka processes (None: the
     #: harness's own).
     client_python: str | None = None
@@ -116,9 +116,11 @@ class QueueOptions:
             raise HarnessError("the queue workload needs at least one client")
         if self.sub_via not in SUB_VIAS:
             raise HarnessError(f"sub_via must be one of {', '.join(SUB_VIAS)}")
-        if self.client not in CLIENTS:
-            raise HarnessError(f"the queue workload's --client is one of {', '.join(CLIENTS)}")
-        problem = client_python_problem(self.client_python, self.client)
+        clients = client_registry.names("queue")
+        if self.client not in clients:
+            raise HarnessError(f"the queue workload's --client is one of {', '.join(clients)}")
+        manifest = client_registry.get(self.client)
+        problem = client_python_problem(self.client_python, manifest, "queue")
         if problem is not None:
             raise HarnessError(problem)
         if self.final_timeout_s <= 0:
@@ -129,10 +131,10 @@ class QueueOptions:
             cfg.validate()
         except BadConfig as exc:
             raise HarnessError(f"bad queue options: {exc}") from None
-        # The librdkafka probe speaks for the Python client only: the Java client's names
-        # differ (delivery.timeout.ms is librdkafka's alias of message.timeout.ms, bounded
-        # by the transaction timeout; Java's is not).
-        if self.client == "python" and self.client_config:
+        # The librdkafka probe speaks for a client of confluent-kafka only (its manifest says
+        # so): the Java client's names differ (delivery.timeout.ms is librdkafka's alias of
+        # message.timeout.ms, bounded by the transaction timeout; Java's is not).
+        if manifest.abilities.probe_client_config and self.client_config:
             problem = probe_client_settings(
                 self.client_config,
                 self.group_protocol,
@@ -146,12 +148,15 @@ class QueueOptions:
                 raise HarnessError(problem)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The options, and the findings the client is known for (the checkers read them)."""
+        return {**asdict(self), "client_findings": client_registry.findings(self.client)}
 
     def name_parts(self) -> list[str]:
-        client = [] if self.client == "python" else [self.client]
+        client = [] if self.client == client_registry.default("queue") else [self.client]
         return ["txn" if self.txn else "notxn", self.sub_via, *client]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> QueueOptions:
+        if isinstance(raw, Mapping):
+            raw = {k: v for k, v in raw.items() if k != "client_findings"}  # derived
         return jsonconfig.from_json(cls, raw, "queue")

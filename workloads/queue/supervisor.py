@@ -1,11 +1,12 @@
 """The Jepsen-style ``queue`` workload: supervisor, final drain, and ``run_queue``.
 
-The clients are separate OS processes (:mod:`workloads.queue.client`, or with
-``client="java"`` its Java twin from ``workloads/java``, which writes the same ops), one Jepsen
-process each, spawned in their own sessions with the cluster's environment so the reaper can
-find them if the harness dies. The supervisor keeps ``clients`` of them running until the time
-limit: when one exits (a ``crash`` op, an op with an unknown outcome, a SIGKILL from a nemesis)
-a fresh process with a new process id takes its slot, as Jepsen replaces a crashed client.
+The clients are separate OS processes (:mod:`workloads.queue.client`, or another registered
+client's queue process, its manifest's ``start.queue``: the Java twin from ``workloads/java``
+writes the same ops), one Jepsen process each, spawned in their own sessions with the cluster's
+environment so the reaper can find them if the harness dies. The supervisor keeps ``clients`` of
+them running until the time limit: when one exits (a ``crash`` op, an op with an unknown
+outcome, a SIGKILL from a nemesis) a fresh process with a new process id takes its slot, as
+Jepsen replaces a crashed client.
 
 At the end, as in Jepsen's final-poll phase, a fresh read_committed consumer assigned to every
 key reads each partition from the beginning to its end, and its reads are recorded as ``ok``
@@ -37,13 +38,13 @@ from typing import IO, TYPE_CHECKING, Any
 from common.errors import HarnessError
 from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
+from workloads import client_registry
 from workloads.clients import (
     CLIENT_KNOBS,
     group_broker_settings,
     group_protocol_needs,
 )
-from workloads.java_clients import CLIENTS, JVM_OPTS, QUEUE_CLIENT
-from workloads.processes import Child, Supervisor, child_env, spawn_command, spawn_module
+from workloads.processes import Child, Supervisor, child_env, spawn_command
 from workloads.queue.config import (
     CLEAN_EXITS,
     SUB_VIAS,
@@ -69,9 +70,8 @@ HISTORY_NAME = "history.jsonl"
 class QueueWorkload(Supervisor):
     """One queue run's client side. Use as a context manager so no client outlives it.
 
-    It also satisfies ``nemeses.control.ClientControl`` (``processor_pids``,
-    ``transactional_ids``, ``bootstrap``, ``group_id``, topics and timeouts), so the same
-    process-level faults as for the eos workload (pause, kill, hijack) apply to its clients.
+    As faults see it (``workloads.queue.control``) a client process is a "processor", so the
+    same process-level faults as for the eos workload (pause, kill, hijack) apply to it.
     """
 
     min_lifetime_s = MIN_LIFETIME_S
@@ -89,60 +89,15 @@ class QueueWorkload(Supervisor):
         #: When the load ends (``time.monotonic_ns``), set by :meth:`start`.
         self.end_ns: int | None = None
         self.final_complete: bool | None = None
-        #: The Java client's command line (``client == "java"``), resolved before the first
-        #: spawn: building the Java clients may fail, and must not fail half-way into a spawn.
-        self._java_command: list[str] | None = None
+        #: The client's command line (its manifest's ``start.queue``), resolved before the
+        #: first spawn: building a client may fail, and must not fail half-way into a spawn.
+        self._client_command: list[str] | None = None
 
     def __enter__(self) -> QueueWorkload:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # --- what nemeses see (ClientControl) ----------------------------------------------
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-    @property
-    def group_id(self) -> str:
-        return self.options.effective_group_id
-
-    @property
-    def input_topic(self) -> str:
-        return self.options.topic
-
-    @property
-    def output_topic(self) -> str:
-        return self.options.topic
-
-    @property
-    def session_timeout_s(self) -> float:
-        return self.options.session_timeout_ms / 1000
-
-    @property
-    def transaction_timeout_s(self) -> float:
-        return self.options.transaction_timeout_ms / 1000
-
-    #: Queue clients have no protocol hook points: moment-aimed faults skip them.
-    hooks = False
-    pause_at_commit = False
-
-    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
-        raise HarnessError("queue clients have no protocol hook points")
-
-    def fired_hook(self, instance: int) -> dict[str, Any] | None:
-        return None
-
-    def processor_pids(self) -> dict[int, int]:
-        """Live client processes: history process id -> OS pid."""
-        return {p: c.proc.pid for p, c in self._live().items()}
-
-    def transactional_ids(self) -> dict[int, str]:
-        """Live client processes' transactional ids (empty without transactions)."""
-        live = self._live()
-        return {p: tid for p, c in live.items() if (tid := c.transactional_id) is not None}
 
     def kill_client(self, process: int) -> None:
         """SIGKILL a client: a crash. The supervisor starts a successor with a new id."""
@@ -182,17 +137,9 @@ class QueueWorkload(Supervisor):
             env = child_env(self.cluster.env)
 
             def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
-                if self._java_command is not None:
-                    argv = [*self._java_command, "--config", cfg.to_json()]
-                    return spawn_command(argv, env, logf, gid)
-                return spawn_module(
-                    "workloads.queue.client",
-                    ["--config", cfg.to_json()],
-                    env,
-                    logf,
-                    gid,
-                    python=self.options.client_python,
-                )
+                assert self._client_command is not None
+                argv = [*self._client_command, "--config", cfg.to_json()]
+                return spawn_command(argv, env, logf, gid)
 
             log_path = self.logs_dir / f"client-{process}.log"
             return self._launch(slot, process, replaces, cfg.transactional_id, log_path, start)
@@ -201,8 +148,9 @@ class QueueWorkload(Supervisor):
         """Start ``clients`` processes and the thread that replaces the ones that exit."""
         if self._monitor is not None:
             raise HarnessError("clients already started")
-        if self.options.client == "java":
-            self._java_command = self.cluster.java_client_command(QUEUE_CLIENT, JVM_OPTS)
+        manifest = client_registry.get(self.options.client)
+        python = self.options.client_python
+        self._client_command = client_registry.command(manifest, "queue", self.cluster, python)
         self.end_ns = monotonic_ns() + int(self.time_limit * 1e9)
         self._start_children(self.options.clients, "queue-supervisor")
 
@@ -531,7 +479,12 @@ SPEC = WorkloadSpec(
         Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
         Option("--session-timeout-ms", "session_timeout_ms", type=int, metavar="MS"),
         *CLIENT_KNOBS,
-        Option("--client", "client", "python (confluent-kafka) or java", choices=CLIENTS),
+        Option(
+            "--client",
+            "client",
+            "the client under test (its manifest: workloads/manifests/CLIENT.toml)",
+            choices=client_registry.names("queue"),
+        ),
     ),
     checker_suites=("queue",),
     isolate=lambda tag: {"topic": f"queue-{tag}"},

@@ -1,9 +1,9 @@
 """What the streams workload's pieces agree on: its options and the instance configuration.
 
-The supervisor (``workloads.streams.supervisor``) ships each instance of the Kafka Streams application
-(``workloads/java/streams``, an OS process of its own) an :class:`InstanceConfig` as JSON on
-its command line. The record headers and the group-key rule are part of the history format
-(``history.streams_records``), because the checkers read them too.
+The supervisor (``workloads.streams.supervisor``) ships each instance of the Kafka Streams
+application (``workloads/java/streams``, an OS process of its own) an :class:`InstanceConfig`
+as JSON on its command line. The record headers and the group-key rule are part of the
+history format (``history.streams_records``), because the checkers read them too.
 """
 
 from __future__ import annotations
@@ -96,10 +96,6 @@ class StreamsOptions:
     drain_timeout_s: float = 120.0
     stop_timeout_s: float = 40.0
     find_hanging: bool = True
-    #: What the supervisor base reads of every workload (the eos one): the Java client's
-    #: manifest, no hooks.
-    client: str = "java"
-    hooks: dict[int, Any] = field(default_factory=dict)
 
     @property
     def input_topic(self) -> str:
@@ -154,8 +150,6 @@ class StreamsOptions:
             raise HarnessError(
                 f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)} for streams"
             )
-        if self.client != "java":
-            raise HarnessError("--client: the streams workload runs Kafka Streams (Java)")
 
     def instance_config(
         self, instance: int, slot: int, bootstrap: str, history_path: str, state_dir: str
@@ -194,7 +188,6 @@ class StreamsOptions:
     def to_dict(self) -> dict[str, Any]:
         """The options and the names derived from them (the checkers read the topics)."""
         out = asdict(self)
-        out.pop("hooks")
         for name in DERIVED:
             out[name] = getattr(self, name)
         return out
@@ -203,7 +196,7 @@ class StreamsOptions:
     def from_dict(cls, raw: Any) -> StreamsOptions:
         """The inverse of :meth:`to_dict`; an unknown key is an error."""
         data = {k: v for k, v in raw.items() if k not in DERIVED}
-        unknown = sorted(set(data) - ({f.name for f in fields(cls)} - {"hooks"}))
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise HarnessError(f"unknown streams option(s): {', '.join(unknown)}")
         return cls(**data)

@@ -8,14 +8,10 @@ is the ``streams`` checker's to say.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from workloads.drive import Drive, Outcome, RunSummary, Workload
-from workloads.eos.driver import WorkloadClients
 from history.streams_records import (
     H_SRC_OFFSET,
     H_SRC_PARTITION,
@@ -23,45 +19,21 @@ from history.streams_records import (
     group_key,
     parse_aggregate,
 )
+from workloads.drive import Drive, Outcome, RunSummary, Workload
+from workloads.pipeline import drive_pipeline
+from workloads.streams.control import StreamsClients
 from workloads.streams.supervisor import SPEC, StreamsWorkload
 
 if TYPE_CHECKING:
     from history import Op
 
 
-@dataclass
-class StreamsClients(WorkloadClients):
-    """The instances as nemeses see them: no commit-time pause, no hooks, and client crashes
-    spaced for JVMs that restore state before they work again."""
-
-    crash_interval_s: float = StreamsWorkload.crash_interval_s
-
-
 def drive(d: Drive) -> Outcome:
     o = d.options.workload_options
     with StreamsWorkload(o, d.cluster, d.run_dir) as workload:
-        clients = StreamsClients(
-            workload,
-            d.cluster.bootstrap,
-            o.group_id,
-            o.input_topic,
-            o.output_topic,
-            o.session_timeout_ms / 1000,
-            o.transaction_timeout_ms / 1000,
-            pause_at_commit=False,
-            hooks=False,
+        return drive_pipeline(
+            d, workload, StreamsClients(workload), stable_timeout=120 + o.session_timeout_ms / 1000
         )
-        try:
-            workload.setup()
-            workload.start_processors()
-            workload.wait_stable(timeout=120 + o.session_timeout_ms / 1000)
-            with d.faults(workload, clients):
-                workload.seed(d.options.time_limit, threading.Event())
-            drained = workload.finish()
-        finally:
-            workload.close()
-    seeded = workload.seed_result.seconds if workload.seed_result else 0
-    return Outcome(drained, {"seeded_seconds": round(seeded, 3)})
 
 
 def tally(ops: Iterable[Op]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ against the run's Kafka Streams, each instance an OS process that faults pause, 
 off like an eos processor) read the seeder's input in one application (one consumer group),
 map every input to the output topic and keep a running count and sum per group key in a
 RocksDB store with its changelog, writing every update to the aggregate topic. The seeder,
-the drain and the supervision are the eos workload's; what differs is what an instance is,
-and what the final state reads: both outputs and the changelog, at both isolation levels.
+the drain and the supervision are every pipeline's (``workloads.pipeline``); what differs is
+what an instance is, and what the final state reads: the input, both outputs and the
+changelog, at both isolation levels.
 What those records must satisfy is in docs/history-format.md, workload "streams"; the
 ``streams`` checker suite judges it.
 """
@@ -20,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from common.errors import HarnessError
 from common.waits import wait_for
-from history import HistoryError, Recorder, read_process_file
-from workloads import finalreads
-from workloads.eos.supervisor import EosWorkload
+from history import HistoryError, read_process_file
+from workloads.base import JavaApp
 from workloads.java_clients import JVM_OPTS
+from workloads.pipeline import PipelineWorkload
 from workloads.processes import Child, child_env, spawn_command
 from workloads.spec import Figures, OpCount, Option, Variant, WorkloadSpec
 from workloads.streams.config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
@@ -39,34 +39,39 @@ log = logging.getLogger("workloads.streams.supervisor")
 #: A Streams instance holds a consumer, a producer per thread, a restore consumer and
 #: RocksDB's native memory (outside the heap).
 INSTANCE_JVM_OPTS = ("-Xms64m", "-Xmx320m", *JVM_OPTS[2:])
+#: The Kafka Streams application (``workloads/java/streams``), built on first use.
+STREAMS_APP = JavaApp(
+    "streams",
+    Path(__file__).resolve().parents[1] / "java/streams",
+    "kafkaharness.StreamsApp",
+    ("org.apache.kafka:kafka-streams",),
+)
 
 
-class StreamsWorkload(EosWorkload):
+class StreamsWorkload(PipelineWorkload[StreamsOptions]):
     """One streams run's client side: the application instances (kept alive per slot), the
     seeder, the drain and the final reads. Use as a context manager.
 
-    As nemeses see it (``nemeses.control.ClientControl``) an instance is a "processor" that
+    As faults see it (``workloads.streams.control``) an instance is a "processor" that
     pause, zombie, kill, crash and cut faults act on, and ``hijack`` fences its first thread
     producer (each instance records its transactional ids); it has no hook points.
     """
 
-    #: An instance JVM starts, restores its state and rejoins in several seconds; kills
-    #: every 8 s would keep the group rebalancing for good.
-    crash_interval_s = 20.0
+    workload_name = "streams"
+    read_input = True
 
     def __init__(self, options: StreamsOptions, cluster: Cluster, run_dir: Path) -> None:
-        super().__init__(options, cluster, run_dir)  # type: ignore[arg-type]
-        self.options: StreamsOptions = options  # type: ignore[assignment]
+        super().__init__(options, cluster, run_dir)
         self.state_root = self.run_dir / "streams-state"
+
+    def __enter__(self) -> StreamsWorkload:
+        return self
 
     def setup(self) -> None:
         """Input, output and aggregate topics of P partitions (Streams makes its changelog)."""
         o = self.options
         for topic in (o.input_topic, o.output_topic, o.aggregate_topic):
             self.cluster.ensure_topic(topic, o.partitions, timeout=60)
-
-    def _supervisor_meta(self) -> dict[str, Any]:
-        return {"workload": "streams", "role": "supervisor", **self.options.to_dict()}
 
     def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
@@ -91,12 +96,9 @@ class StreamsWorkload(EosWorkload):
             log_path = self.logs_dir / f"instance-{instance}.log"
             return self._launch(slot, instance, replaces, None, log_path, start)
 
-    def start_processors(self) -> None:
-        """Start K instances (slots 0..K-1) and the thread that keeps K alive."""
-        if self._monitor is not None:
-            raise HarnessError("instances already started")
-        self._client_command = self.cluster.streams_app_command(INSTANCE_JVM_OPTS)
-        self._start_children(self.options.processors, "streams-supervisor")
+    def _processor_command(self) -> list[str]:
+        """The application's JVM, compiled against the run's Kafka Streams."""
+        return self.cluster.java_app_command(STREAMS_APP, INSTANCE_JVM_OPTS)
 
     def wait_stable(self, timeout: float = 60.0) -> None:
         """Wait until the application is ready: on the classic protocol its group Stable
@@ -131,38 +133,10 @@ class StreamsWorkload(EosWorkload):
                 out[instance] = tids[0]
         return out
 
-    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
-        raise HarnessError("the streams workload has no hook points")
-
-    def final_state(self, rec: Recorder) -> None:
-        """The input, both outputs and the changelog at both isolation levels (the input as
-        read is what the application consumed, seeds whose acknowledgement was lost
-        included), the application's committed offsets, the watermarks and any hanging
-        transaction."""
+    def _written_topics(self) -> tuple[str, ...]:
+        """Both outputs and the changelog Streams makes for the store."""
         o = self.options
-        bootstrap = self.cluster.internal_bootstrap
-        written = (o.output_topic, o.aggregate_topic, o.changelog_topic)
-        for topic in written:
-            finalreads.record_settle(rec, bootstrap, topic, o.partitions, o.transaction_timeout_ms)
-        for topic in (o.input_topic, *written):
-            finalreads.record_reads(rec, bootstrap, topic, o.partitions)
-        finalreads.record_group_offsets(rec, self.cluster, o.group_id)
-        for topic in (o.input_topic, *written):
-            finalreads.record_watermarks(rec, bootstrap, topic, o.partitions)
-        if o.find_hanging:
-            finalreads.record_hanging(rec, self.cluster, o.transaction_timeout_ms)
-
-    def finish(self) -> bool:
-        """Drain, stop the instances, record the final state; False if the drain timed out."""
-        with Recorder(
-            self.processes_dir / "final.jsonl",
-            "final",
-            meta={"workload": "streams", "role": "final"},
-        ) as rec:
-            drained = self.drain(rec)
-            self.stop_processors()
-            self.final_state(rec)
-        return drained
+        return (o.output_topic, o.aggregate_topic, o.changelog_topic)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from harness.kafka import javaclients, tools
 
 if TYPE_CHECKING:
     from harness.kafka.install import Installation
+    from workloads.base import JavaApp
 
 
 class KafkaTools:
@@ -99,15 +100,18 @@ class KafkaTools:
         log_option = tools.tools_log_option(self.install)
         return javaclients.java_command(self.install, main_class, jvm_opts, log_option)
 
-    def streams_app_command(self, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS) -> list[str]:
-        """The command line that starts one instance of the streams workload's Kafka Streams
-        application (built on first use; see ``harness.kafka.streamsapp``)."""
+    def java_app_command(
+        self, app: JavaApp, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
+    ) -> list[str]:
+        """The command line that starts one instance of a workload's own Java application
+        (built on first use against this cluster's Kafka version; see
+        ``harness.kafka.javaapps``)."""
         if self.install is None:
-            raise HarnessError("this cluster has no Kafka installation to run Kafka Streams")
-        from harness.kafka import streamsapp
+            raise HarnessError(f"this cluster has no Kafka installation to run {app.name}")
+        from harness.kafka import javaapps
 
         log_option = tools.tools_log_option(self.install)
-        return streamsapp.java_command(self.install, jvm_opts, log_option)
+        return javaapps.java_command(self.install, app, jvm_opts, log_option)
 
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str:
         """Run one of Kafka's own tools against this cluster; its stdout."""

@@ -1,4 +1,7 @@
-"""The seeder: the pipeline's only source of input, and the ground truth checkers compare to.
+"""The seeder: a pipeline's only source of input, and the ground truth checkers compare to.
+
+Both pipelines (the eos processors and the streams application) are fed by it
+(``workloads.pipeline``).
 
 Every committed input value is unique (``v000123``), written once by an idempotent producer
 with ``acks=all`` to a topic with min.insync.replicas 2, so "what should come out" is exactly
@@ -219,7 +222,7 @@ def result_from_history(path: Path, seconds: float) -> SeedResult:
 
 
 def main() -> None:
-    """``python -m workloads.eos.seeder --config JSON``: the seeder as its own OS process.
+    """``python -m workloads.seeder --config JSON``: the seeder as its own OS process.
 
     A native client crash in the seeder then ends one client process (recorded by what is
     already in its history), not the harness. SIGTERM stops it after the current batch.
