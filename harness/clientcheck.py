@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"which cases, comma-separated (default all: {', '.join(CASES)})",
     )
     # Each case's faults are its own: no --nemesis.
-    add_run_arguments(p, time_limit=20.0, seed=1, nemesis=None)
+    add_run_arguments(p, time_limit=20.0, seed=1, nemesis=False)
 
 
 def _cases(spec: str) -> list[str]:

@@ -296,10 +296,9 @@ def test_workload_processors_get_their_slots_group_id(tmp_path: Path, workload: 
         sup = EosWorkload(EosOptions(), access, tmp_path)
         sup._client_command = sup._processor_command()  # what start_processors sets
     else:
+        from workloads import client_registry
         from workloads.queue.options import QueueOptions
         from workloads.queue.supervisor import QueueWorkload
-
-        from workloads import client_registry
 
         options = QueueOptions(topic="t")
         sup = QueueWorkload(options, access, tmp_path, time_limit=30)

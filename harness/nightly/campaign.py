@@ -5,7 +5,7 @@ hits the window that exposes it, and a false alarm may show up once in ten runs.
 acceptance points are rates (each broken variant caught in >= 9 of 10 seeded runs; no safety
 anomaly in 10 seeded correct runs under every fault), so this module runs them:
 
-    python -m harness campaign --runs 10
+    python -m harness campaign --runs 10 --nemesis all
     python -m harness campaign --variants at-least-once --nemesis kill-processor,zombie \
 --nemesis-interval 3 --nemesis-duration 8 --shared-cluster
     python -m harness campaign --workload NAME --client java --nemesis kafka-17754
@@ -14,9 +14,9 @@ A workload declares its variants (``workloads.spec.Variant``): the correct clien
 valid, and the broken-on-purpose ones, each with the anomaly type it must be caught with; the
 first is the default of ``--variants``.
 
-The defaults are `python -m harness run`'s (one fault every ~10 s lasting ~10 s, 60 s of
-load) but one: ``--nemesis`` is ``all`` here, ``none`` there, since a campaign measures how
-often the verdicts are right under faults.
+The defaults are `python -m harness run`'s (no faults unless ``--nemesis`` names them; with
+them, one fault every ~10 s lasting ~10 s; 60 s of load): a campaign measuring how often the
+verdicts are right under faults says ``--nemesis all``.
 
 With ``--shared-cluster`` every run uses one cluster (unique topics, groups and transactional
 ids per run) and is judged by the history checks only, which saves a cluster start and a log
@@ -42,9 +42,6 @@ from harness.run.runner import RunOptions, new_run_dir, run, run_on_shared
 from harness.run.verdict import bad_types, explain
 from workloads.spec import Variant, WorkloadSpec
 
-#: ``--nemesis`` of a campaign when it does not say: every fault kind.
-CAMPAIGN_NEMESIS = "all"
-
 
 def variants_of(spec: WorkloadSpec) -> dict[str, Variant]:
     """A workload's campaign variants by name (one correct variant named after it when it
@@ -69,13 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_master_argument(p)
     p.add_argument("--first-seed", type=int, default=1)
-    add_run_arguments(
-        p,
-        seeded=False,
-        nemesis=CAMPAIGN_NEMESIS,
-        why=f"default {CAMPAIGN_NEMESIS}, not `harness run`'s none: a campaign measures the "
-        "verdicts under faults",
-    )
+    add_run_arguments(p, seeded=False)
     p.add_argument("--shared-cluster", action="store_true")
     # The run's own cluster and workload flags, read the same way (--variants replaces
     # --variant).

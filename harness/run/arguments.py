@@ -26,8 +26,8 @@ from harness.run.runner import build_nemeses, cluster_config_of
 from harness.run.workloads import DEFAULT, complete, workload_options_from_args
 from harness.substrate.api import shape_from_args
 
-#: ``--nemesis`` when a command line does not say: no faults. ``campaign`` alone differs
-#: (``all``), and says so in its help.
+#: ``--nemesis`` when a command line does not say, for every command: no faults. (The pytest
+#: plugin's flag has no default: unset, each scenario keeps the faults it names.)
 NEMESIS_DEFAULT = "none"
 
 
@@ -64,13 +64,12 @@ def add_run_arguments(
     time_limit: float = 60.0,
     seed: int | None = None,
     seeded: bool = True,
-    nemesis: str | None = NEMESIS_DEFAULT,
-    why: str = "",
+    nemesis: bool = True,
 ) -> None:
     """The flags that every command making runs shares: ``--time-limit``, ``--seed`` (its
     default ``seed``, None: random; not ``seeded``: a command that seeds its runs itself),
     ``--kafka-version``, ``--transaction-version``, ``--store`` and, unless ``nemesis`` is
-    None (the command fixes the faults itself), the ``--nemesis`` flags."""
+    False (the command fixes the faults itself), the ``--nemesis`` flags."""
     p.add_argument(
         "--time-limit", type=float, default=time_limit, metavar="S", help="seconds of load"
     )
@@ -80,8 +79,8 @@ def add_run_arguments(
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     p.add_argument("--transaction-version", type=int, choices=[0, 1, 2], default=None)
     p.add_argument("--store", default="store", metavar="DIR")
-    if nemesis is not None:
-        add_nemesis_arguments(p.add_argument, default=nemesis, why=why)
+    if nemesis:
+        add_nemesis_arguments(p.add_argument)
 
 
 def options_from_args(
