@@ -59,6 +59,7 @@ def _cluster_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         base_port=args.base_port,
         network=args.network,
         hosts=args.hosts,
+        accept_new_host_keys=args.accept_new_host_keys,
     )
     config.validate()
     return config
@@ -97,7 +98,8 @@ def _cmd_reap(args: argparse.Namespace) -> int:
     if args.hosts:
         from harness.substrate.ssh.cluster import reap_hosts
 
-        print(json.dumps({**reap_all(), "ssh": reap_hosts(args.hosts, args.everyone)}))
+        ssh = reap_hosts(args.hosts, args.everyone, args.accept_new_host_keys)
+        print(json.dumps({**reap_all(), "ssh": ssh}))
         return 0
     from harness.substrate.docker.engine import reap_docker
 
@@ -305,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --hosts: also the runs other control machines started there",
     )
+    from harness.substrate.ssh.hosts import add_host_key_argument
+
+    add_host_key_argument(p.add_argument)
     p.set_defaults(func=_cmd_reap)
 
     p = sub.add_parser(

@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="--backend ssh: the hosts file (python -m harness ssh-lab up writes one)",
     )
+    from harness.substrate.ssh.hosts import add_host_key_argument
+
+    add_host_key_argument(group.addoption)
     group.addoption("--store", default="store", help="where runs keep their evidence")
     group.addoption("--time-limit", type=float, default=None, help="seconds of load per scenario")
     group.addoption("--seed", type=int, default=None, help="seed of workloads and schedules")
@@ -140,6 +143,7 @@ def _shape(config: pytest.Config) -> argparse.Namespace:
         min_insync_replicas=option("--min-insync-replicas"),
         backend=option("--backend"),
         hosts=option("--hosts"),
+        accept_new_host_keys=option("--accept-new-host-keys"),
     )
 
 
@@ -156,6 +160,7 @@ def _cluster_config(request: pytest.FixtureRequest, store: Path) -> Any:
         replication_factor=option("--replication-factor"),
         min_insync_replicas=option("--min-insync-replicas"),
         hosts=option("--hosts"),
+        accept_new_host_keys=option("--accept-new-host-keys"),
     )
 
 

@@ -2,7 +2,9 @@
 (containers reachable only by SSH with the lab's key; the harness uses no Docker API on
 them). Every fault kind on the machines, the evidence fetched back, nothing left on them after
 a run or after a SIGKILLed harness and ``reap --hosts``, a refusing or rootless machine as one
-line, and the scenario suite run with ``--backend ssh``. Skipped without a Docker engine."""
+line, the machines' host keys (written by the lab, recorded on first use, a changed one
+refused), and the scenario suite run with ``--backend ssh``. Skipped without a Docker
+engine."""
 
 from __future__ import annotations
 
@@ -12,16 +14,18 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from common.errors import HarnessError
 from harness.substrate import readiness
 from harness.substrate.api import ClusterConfig
 from harness.substrate.backends import docker_engine_available
 from harness.substrate.runstate import marked_processes
 from harness.substrate.ssh.cluster import SshCluster, connect_all
-from harness.substrate.ssh.hosts import load_hosts, render_hosts
+from harness.substrate.ssh.hosts import HostKeyTrust, load_hosts, render_hosts
 from harness.substrate.ssh.node import RUNS_ROOT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,23 +130,80 @@ def test_a_sigkilled_harness_is_reaped_from_the_machines(lab: Path, tmp_path: Pa
 def test_a_refusing_or_rootless_machine_is_one_line(lab: Path, tmp_path: Path) -> None:
     good = load_hosts(lab).hosts
     cases = {
-        "refused": ([good[0].__class__("127.0.0.1", 1, "root", good[0].key)], "refused"),
+        "refused": ([replace(good[0], host="127.0.0.1", port=1)], "refused", []),
         "rootless": (
-            [good[0].__class__(h.host, h.port, "harness", h.key) for h in good],
+            [replace(h, user="harness") for h in good],
             "is not root and has no passwordless sudo",
+            [],
+        ),
+        "unknown": ([replace(good[0], host_key=None)], "unknown host key ssh-ed25519 SHA256:", []),
+        "changed": (  # refused even so
+            [replace(good[0], host_key=ed25519_public())],
+            "host key mismatch, refused",
+            ["--accept-new-host-keys"],
         ),
     }
-    for name, (hosts, says) in cases.items():
+    for name, (hosts, says, flags) in cases.items():
         path = tmp_path / f"{name}.toml"
         path.write_text(render_hosts(hosts))
         proc = subprocess.run(
             [sys.executable, "-m", "harness", "cluster", "--backend", "ssh", "--hosts",
-             str(path), "--nodes", str(len(hosts))],
+             str(path), "--nodes", str(len(hosts)), *flags],
             cwd=ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
     assert leftovers(lab) == {}
+
+
+def ed25519_public() -> str:
+    """A host key no machine has."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    public = Ed25519PrivateKey.generate().public_key()
+    return public.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ).decode()
+
+
+def test_the_lab_s_host_keys_are_checked_and_recorded_on_first_use(
+    lab: Path, tmp_path: Path
+) -> None:
+    """The lab's hosts file carries each machine's key, enough on its own (no known_hosts
+    file anywhere); a wrong recorded key is refused even with --accept-new-host-keys; a file
+    without keys is refused, then recorded by ``reap --accept-new-host-keys``, then known."""
+    from harness.substrate.ssh.remote import Remote
+
+    hosts = load_hosts(lab).hosts
+    assert all(h.host_key and h.host_key.startswith("ssh-ed25519 ") for h in hosts), hosts
+    nowhere = tmp_path / "no-such-known-hosts"
+    for r in connect_all(hosts, HostKeyTrust(nowhere, user_known_hosts=nowhere)):
+        r.close()
+    wrong = replace(hosts[0], host_key=ed25519_public())
+    with pytest.raises(HarnessError, match="host key mismatch, refused") as err:
+        Remote(wrong, trust=HostKeyTrust(nowhere, True, nowhere)).connect()
+    assert wrong.host_key and str(err.value).count("ssh-ed25519 SHA256:") == 2
+    assert not nowhere.exists()
+
+    bare = tmp_path / "bare.toml"
+    bare.write_text(render_hosts([replace(h, host_key=None) for h in hosts]))
+
+    def reap(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "reap", "--hosts", str(bare), *flags],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    refused = reap()
+    assert refused.returncode == 2 and "--accept-new-host-keys" in refused.stderr
+    accepted = reap("--accept-new-host-keys")
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stderr.count("new host key ssh-ed25519 SHA256:") == 3, accepted.stderr
+    recorded = (tmp_path / "bare.known_hosts").read_text().splitlines()
+    assert sorted(recorded) == sorted(f"{h.host} {h.host_key}" for h in hosts)
+    again = reap()
+    assert again.returncode == 0 and again.stderr == "", again.stderr
 
 
 def test_a_machine_without_java_gets_it_from_its_package_manager(lab: Path) -> None:

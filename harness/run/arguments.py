@@ -118,7 +118,15 @@ def options_from_args(
         nemesis_duration=value("nemesis_duration", 10.0),
         replay=Path(replay) if replay else None,
         workload_options=wopts,
-        **{k: value(k, v) for k, v in (("network", "auto"), ("backend", "auto"), ("hosts", None))},
+        **{
+            k: value(k, v)
+            for k, v in (
+                ("network", "auto"),
+                ("backend", "auto"),
+                ("hosts", None),
+                ("accept_new_host_keys", False),
+            )
+        },
         **{**shape, **given},
     )
     # Validated once here (the workload's options, its client's manifest); unknown or

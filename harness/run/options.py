@@ -53,6 +53,8 @@ class RunOptions:
     backend: str = "auto"
     #: The machines of ``backend="ssh"``: a hosts file (``harness.substrate.ssh.hosts``).
     hosts: str | None = None
+    #: ``--accept-new-host-keys``: trust the hosts' unknown SSH host keys on first use.
+    accept_new_host_keys: bool = False
     #: Set by ``harness.run.workloads.complete``: the workload's options are filled in,
     #: validated and adjusted to the run, which then validates them no more.
     completed: bool = field(default=False, compare=False, repr=False)

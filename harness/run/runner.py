@@ -291,6 +291,7 @@ def cluster_config_of(options: RunOptions, store: Path | None) -> ClusterConfig:
         store=store,
         network=options.network,
         hosts=options.hosts,
+        accept_new_host_keys=options.accept_new_host_keys,
     )
 
 

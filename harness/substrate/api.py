@@ -106,6 +106,9 @@ class ClusterConfig:
     min_insync_replicas: int | None = None
     #: The SSH backend's hosts file (``harness.substrate.ssh.hosts``); other backends ignore it.
     hosts: str | None = None
+    #: ``--accept-new-host-keys``: record the key of a machine no known_hosts source knows
+    #: (``harness.substrate.ssh.hostkeys``); a changed key is refused regardless.
+    accept_new_host_keys: bool = False
 
     def settings(self) -> dict[str, str]:
         """The brokers' settings: the defaults for this shape, ``broker_settings`` over them."""

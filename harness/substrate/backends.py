@@ -187,6 +187,9 @@ def resolve_backend(requested: str, kafka_version: str | None = None) -> str:
 
 
 def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """``--backend``, and the SSH backend's ``--hosts`` and ``--accept-new-host-keys``."""
+    from harness.substrate.ssh.hosts import add_host_key_argument
+
     described = "; ".join(f"{b.name}: {b.help}" for b in REGISTRY.values())
     parser.add_argument(
         "--backend",
@@ -198,9 +201,10 @@ def add_backend_argument(parser: argparse.ArgumentParser) -> None:
         "--hosts",
         default=None,
         metavar="FILE",
-        help="the machines of --backend ssh: a TOML file, one [[node]] with host, port, user "
-        "and key each (python -m harness ssh-lab up writes one)",
+        help="the machines of --backend ssh: a TOML file, one [[node]] with host, port, user, "
+        "key and host_key each (python -m harness ssh-lab up writes one)",
     )
+    add_host_key_argument(parser.add_argument)
 
 
 def open_cluster(config: ClusterConfig, backend: str) -> Cluster:

@@ -50,7 +50,7 @@ from harness.substrate.process.node import (
 )
 from harness.substrate.runstate import acquire_slot, kill_run_processes, live_run_ids
 from harness.substrate.ssh import machine
-from harness.substrate.ssh.hosts import SshHost, load_hosts
+from harness.substrate.ssh.hosts import HostKeyTrust, SshHost, load_hosts
 from harness.substrate.ssh.node import SshNode
 from harness.substrate.ssh.remote import Remote
 from harness.substrate.toxiproxy import Toxiproxy
@@ -68,8 +68,10 @@ def _each(items: list[Any], fn: Callable[[Any], T]) -> list[T]:
         return list(pool.map(fn, items))
 
 
-def connect_all(hosts: list[SshHost]) -> list[Remote]:
-    remotes = [Remote(h) for h in hosts]
+def connect_all(hosts: list[SshHost], trust: HostKeyTrust | None = None) -> list[Remote]:
+    """Every machine logged in (at once), its host key checked as ``trust`` says (None:
+    only the machines' own ``host_key`` and ~/.ssh/known_hosts, an unknown key refused)."""
+    remotes = [Remote(h, trust=trust) for h in hosts]
     try:
         _each(remotes, lambda r: r.connect())
     except BaseException:
@@ -87,10 +89,13 @@ def resolve_address(host: str) -> str:
         raise HarnessError(f"ssh node {host}: the name does not resolve") from None
 
 
-def reap_hosts(hosts_file: Path | str, everyone: bool = False) -> dict[str, list[str]]:
+def reap_hosts(
+    hosts_file: Path | str, everyone: bool = False, accept_new_host_keys: bool = False
+) -> dict[str, list[str]]:
     """``python -m harness reap --hosts FILE``: every dead run's leftovers on every machine."""
-    hosts = load_hosts(hosts_file).hosts
-    remotes = connect_all(hosts)
+    loaded = load_hosts(hosts_file)
+    hosts = loaded.hosts
+    remotes = connect_all(hosts, loaded.trust(accept_new_host_keys))
     live = live_run_ids()
     try:
         removed = _each(remotes, lambda r: machine.reap_machine(r, live, everyone))
@@ -118,22 +123,24 @@ class SshCluster(ClusterBase[SshNode]):
     def _ports(self, slot: int) -> list[int]:
         return slot_ports(self.config, slot)
 
-    def _hosts(self) -> list[SshHost]:
+    def _hosts(self) -> tuple[list[SshHost], HostKeyTrust]:
+        """The machines the cluster takes, and how their host keys are checked."""
         cfg = self.config
         if not cfg.hosts:
             raise HarnessError("--backend ssh needs --hosts FILE (docs/substrate.md)")
-        hosts = load_hosts(cfg.hosts).hosts
+        loaded = load_hosts(cfg.hosts)
+        hosts = loaded.hosts
         if len(hosts) < cfg.nodes:
             raise HarnessError(
                 f"hosts file {cfg.hosts} lists {len(hosts)} machines; the cluster needs "
                 f"{cfg.nodes} (--nodes)"
             )
-        return hosts[: cfg.nodes]
+        return hosts[: cfg.nodes], loaded.trust(cfg.accept_new_host_keys)
 
     def start(self) -> None:
         t0 = time.monotonic()
         cfg = self.config
-        hosts = self._hosts()
+        hosts, trust = self._hosts()
         addresses = [resolve_address(h.host) for h in hosts]
         self.install = ensure_installed(cfg.kafka_version)
         self._check_transaction_version(self.install.version)
@@ -144,7 +151,7 @@ class SshCluster(ClusterBase[SshNode]):
         )
         self._install_signal_handlers()
         atexit.register(self.stop)
-        self.remotes = connect_all(hosts)
+        self.remotes = connect_all(hosts, trust)
         self.timings["connect"] = time.monotonic() - t0
         live = live_run_ids() | {self.run_id}
         _each(self.remotes, lambda r: machine.reap_machine(r, live))

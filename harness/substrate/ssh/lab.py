@@ -3,9 +3,11 @@ without machines of one's own.
 
 Each machine is a container of a Debian image built here (``docker/sshlab``: the runtime
 image's Java 17 and iptables, plus an SSH server), on a network of its own, reachable by SSH
-only with a key generated for the lab. The Docker API is used to start and remove them and for
-nothing else: a run treats them as remote machines. ``ssh-lab down --hosts FILE`` removes
-them, their network, the key and the hosts file.
+only with a key generated for the lab. The Docker API is used to start and remove them, and
+to read the host key each one generated into the hosts file (the lab made the machines, so
+their keys need no trust on first use), and for nothing else: a run treats them as remote
+machines, and checks their host keys as it would any machine's. ``ssh-lab down --hosts
+FILE`` removes them, their network, the key and the hosts file.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from common.waits import wait_for
 from harness.substrate.docker import plan as dp
 from harness.substrate.docker.engine import connect_engine, remove_labelled
 from harness.substrate.docker.images import ensure_derived_image
-from harness.substrate.ssh.hosts import SshHost, load_hosts, render_hosts
+from harness.substrate.ssh.hosts import SshHost, load_hosts, parse_host_key, render_hosts
 from harness.substrate.ssh.remote import Remote
 
 log = logging.getLogger("harness.substrate.ssh.lab")
@@ -28,6 +30,8 @@ log = logging.getLogger("harness.substrate.ssh.lab")
 LAB_REPO = "kafka-harness/sshlab"
 LAB_LABEL = "kafka-harness.sshlab"
 LAB_CONTEXT = dp.docker_dir() / "sshlab"
+#: Made by ``ssh-keygen -A`` in the lab's entrypoint, before sshd starts.
+HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
 
 
 def ensure_lab_image(client: Any) -> str:
@@ -53,6 +57,16 @@ def new_key(path: Path) -> str:
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
     return public.decode() + " kafka-harness-sshlab"
+
+
+def lab_host_key(container: Any) -> str | None:
+    """A lab machine's Ed25519 host key as ``TYPE BASE64``, read from the container (None
+    until its entrypoint has written it)."""
+    code, out = container.exec_run(["cat", HOST_KEY_FILE])
+    if code != 0:
+        return None
+    key = parse_host_key(out.decode(errors="replace"))
+    return f"{key.get_name()} {key.get_base64()}"
 
 
 def lab_up(count: int, hosts_file: Path, client: Any = None) -> list[SshHost]:
@@ -86,8 +100,11 @@ def lab_up(count: int, hosts_file: Path, client: Any = None) -> list[SshHost]:
             )
             c.reload()
             ip = c.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
-            hosts.append(SshHost(ip, 22, "root", str(key_path)))
-        for h in hosts:
+            host_key = wait_for(
+                lambda c=c: lab_host_key(c), timeout=60, what=f"the host key of {ip}"
+            )
+            hosts.append(SshHost(ip, 22, "root", str(key_path), host_key))
+        for h in hosts:  # each connection checks the key just read
             remote = Remote(h, connect_timeout=3)
             wait_for(
                 lambda r=remote: r.connect() is not None,

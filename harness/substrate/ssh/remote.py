@@ -3,9 +3,10 @@
 Every command runs through ``sh -c`` as root: directly when the login user is root, else
 through ``sudo -n`` (passwordless sudo), found out once at connection time. Files go both ways
 through the command channel itself (``cat``, ``tar``), not SFTP, so they go through the same
-root as the commands do. One connection serves every thread (the nemesis and the run): paramiko
-multiplexes channels over one transport, and a transport that dropped is reopened on the next
-command.
+root as the commands do. One connection serves every thread (the nemesis and the run):
+paramiko multiplexes channels over one transport, and a transport that dropped is reopened on
+the next command. Every connection checks the machine's host key first
+(``harness.substrate.ssh.hostkeys``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 from typing import IO, Any
 
 from common.errors import HarnessError
-from harness.substrate.ssh.hosts import SshHost
+from harness.substrate.ssh.hosts import HostKeyTrust, SshHost
 
 log = logging.getLogger("harness.substrate.ssh.remote")
 
@@ -26,8 +27,15 @@ CONNECT_TIMEOUT = 10.0
 class Remote:
     """A logged-in machine: ``run`` a command as root, ``read`` and ``write`` its files."""
 
-    def __init__(self, host: SshHost, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        host: SshHost,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        trust: HostKeyTrust | None = None,
+    ) -> None:
         self.host = host
+        #: How the machine's host key is checked: the hosts file's ``HostsFile.trust``.
+        self.trust = trust or HostKeyTrust()
         self.connect_timeout = connect_timeout
         self._client: Any = None
         self._prefix = ""
@@ -39,19 +47,20 @@ class Remote:
     # --- the connection ---------------------------------------------------------------
 
     def connect(self) -> Remote:
-        """Log in and find the way to root; every failure is one line naming the machine."""
+        """Log in and find the way to root; every failure is one line naming the machine.
+        The machine's host key is checked first (``harness.substrate.ssh.hostkeys``): one
+        that differs from the recorded one is refused whatever ``trust`` allows."""
         try:
             import paramiko
         except ImportError:
             raise HarnessError(
                 "the SSH backend needs the ssh extra: pip install 'kafka-eos-harness[ssh]'"
             ) from None
+        from harness.substrate.ssh.hostkeys import changed_key_error, prepare_client
 
         h = self.host
         client = paramiko.SSHClient()
-        client.load_system_host_keys()
-        # Host keys are not checked: the machines are the user's own, on the test network.
-        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        source = prepare_client(client, h, self.trust)
         try:
             client.connect(
                 h.host,
@@ -64,6 +73,12 @@ class Remote:
                 allow_agent=h.key is None,
                 look_for_keys=h.key is None,
             )
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise changed_key_error(h, exc, source) from None
+        except HarnessError:  # the policy's refusal of an unknown key
+            client.close()
+            raise
         except paramiko.AuthenticationException:
             key = f"key {h.key}" if h.key else "the agent's and the default keys"
             raise HarnessError(f"ssh {h.label}: authentication failed with {key}") from None
