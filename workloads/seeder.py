@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,15 @@ class Seeder:
             error = {**error, "abort_error": error_info(exc, "abort")}
         self.result.poison += len(entries)
         self.rec.fail("send-aborted", {"values": entries}, error)
+
+
+def seeded_values(op: Mapping[str, Any]) -> int | None:
+    """How many values a seeder ``send`` op carries (None for any other op): what the
+    report's backlog counts as fed, for each workload the seeder feeds."""
+    value = op.get("value")
+    if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
+        return None
+    return len(value.get("values") or [])
 
 
 def result_from_history(path: Path, seconds: float) -> SeedResult:

@@ -118,8 +118,9 @@ class RunContext:
     options: RunOptions
     run_dir: Path
     #: The workload as faults see it (pids to pause or kill, transactional ids to hijack):
-    #: its package's ``control`` object.
-    clients: ClientControl
+    #: its package's ``control`` object; None only for faults of the cluster alone (the
+    #: pytest plugin's ``nemesis`` fixture without clients), where no client kind runs.
+    clients: ClientControl | None
 
     @property
     def processes_dir(self) -> Path:

@@ -37,6 +37,7 @@ from workloads.processes import (
     child_env,
     spawn_command,
 )
+from workloads.seeder import seeded_values
 from workloads.spec import Figures, Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -140,13 +141,6 @@ def _committed_outputs(op: Mapping[str, Any]) -> int | None:
     return len(value.get("outputs") or [])
 
 
-def _seeded_values(op: Mapping[str, Any]) -> int | None:
-    value = op.get("value")
-    if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
-        return None
-    return len(value.get("values") or [])
-
-
 SPEC = WorkloadSpec(
     name="eos",
     description="consume-transform-produce with transactions (KIP-447)",
@@ -176,7 +170,7 @@ SPEC = WorkloadSpec(
     needs_kafka=lambda o: group_protocol_needs(o.group_protocol),
     figures=Figures(
         throughput=lambda: _committed_outputs,
-        fed=lambda: _seeded_values,
+        fed=lambda: seeded_values,
         latency_fs=("txn",),
         throughput_label="records/s\ncommitted",
         latency_label="txn latency (s)",

@@ -27,6 +27,7 @@ from workloads.base import JavaApp
 from workloads.java_clients import JVM_OPTS
 from workloads.pipeline import PipelineWorkload
 from workloads.processes import Child, child_env, spawn_command
+from workloads.seeder import seeded_values
 from workloads.spec import Figures, OpCount, Option, Variant, WorkloadSpec
 from workloads.streams.config import GROUP_PROTOCOLS, VARIANTS, StreamsOptions, protocol_needs
 from workloads.streams.report import REPORT
@@ -190,13 +191,6 @@ def _processed() -> OpCount:
     return count
 
 
-def _seeded_values(op: Mapping[str, Any]) -> int | None:
-    value = op.get("value")
-    if op["process"] != "seeder" or op["f"] != "send" or not isinstance(value, dict):
-        return None
-    return len(value.get("values") or [])
-
-
 SPEC = WorkloadSpec(
     name="streams",
     description="a Kafka Streams application under exactly_once_v2 (KIP-447)",
@@ -230,7 +224,7 @@ SPEC = WorkloadSpec(
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     figures=Figures(
         throughput=_processed,
-        fed=lambda: _seeded_values,
+        fed=lambda: seeded_values,
         throughput_label="records/s\nprocessed",
         backlog_label="backlog\n(seeded - processed)",
         title="throughput and backlog, with fault bands",
