@@ -15,7 +15,7 @@ Public API::
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
     found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
-    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS  # the definitions, in order
+    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS, SHARE  # the definitions, in order
     names(types) -> tuple[str, ...]
 """
 
@@ -461,8 +461,76 @@ STREAMS: Final = (
 
 
 # ------------------------------------------------------------------------------------------
+# share workload (docs/anomalies.md, "share workload"): Kafka share groups (KIP-932), members
+# acquiring records under locks and acknowledging them. One checker, ``share``. A delivery in
+# an example is ``{"member", "partition", "offset", "count"}`` (the member's process id and
+# the delivery count the broker gave); a record is ``{"topic", "partition", "offset", "key",
+# "value"}`` of the output's final read. Every example names the input ``value`` it is about
+# first (so the report follows its journey) and ends with the ``ops`` involved: the
+# completions (or, for an op that never completed, the invocation) of the history it rests on.
 
-_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS)
+
+def _share(name: str, summary: str, counts: str, fields: tuple[str, ...], **kw: Any) -> AnomalyType:
+    """A share type: every example ends with the ``ops`` it rests on."""
+    return AnomalyType(name, "share", summary, counts, (*fields, "ops"), **kw)
+
+
+SHARE: Final = (
+    _share(
+        "lost",
+        "a committed input neither in the output nor archived by the broker, after the drain "
+        "(or below the group's start offset)",
+        "committed input values",
+        ("value", "partition", "offset", "start", "drained", "deliveries"),
+    ),
+    _share(
+        "redelivered-after-ack",
+        "a record delivered again by a poll invoked after an accept or reject of it the broker "
+        "took",
+        "deliveries",
+        ("value", "partition", "offset", "ack", "delivery"),
+    ),
+    _share(
+        "concurrent-acquisition",
+        "a record handed to a second delivery while its holder still held it, and the holder's "
+        "acknowledgement then taken",
+        "pairs of deliveries",
+        ("value", "partition", "offset", "holder", "other"),
+    ),
+    _share(
+        "delivery-count",
+        "a delivery count repeated, lower than an earlier delivery's, or above the limit",
+        "deliveries",
+        ("value", "kind", "partition", "offset", "limit", "deliveries"),
+        kinds=("repeated", "skipped-back", "over-limit"),
+    ),
+    _share(
+        "aborted-read",
+        "a value of a transaction the seeder aborted, delivered (or processed) under "
+        "read_committed",
+        "values",
+        ("value", "deliveries", "records"),
+    ),
+    _share(
+        "unknown-value",
+        "a delivered or processed value the seeder never sent",
+        "values",
+        ("value", "deliveries", "records"),
+    ),
+    _share(
+        "undelivered",
+        "the run did not finish: committed inputs neither processed nor archived when the "
+        "drain gave up",
+        "committed input values + (1 if the drain did not complete)",
+        ("reason",),
+        optional=("value", "partition", "offset", "start"),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------------
+
+_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS, *SHARE)
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 
@@ -479,7 +547,7 @@ def describe(name: str, checker: str | None = None) -> str:
     """One sentence for the anomaly type ``name`` (of ``checker`` if given); "" if unknown.
 
     Without a checker, the first definition of that name wins, in the order eos, log
-    evidence, queue, connect.
+    evidence, queue, connect, streams, share.
     """
     if checker is not None:
         t = lookup(checker, name)

@@ -144,6 +144,20 @@ def _streams_run(ctx: RunContext) -> dict[str, Any]:
     return {"checkers": {"streams": result}}
 
 
+def _share_run(ctx: RunContext) -> dict[str, Any]:
+    """The share checker (Spark engine) as one checker named ``share``; the delivery limit
+    and the isolation level it judges by are the run's workload options."""
+    from checkers.share.run import check_share
+
+    result = check_share(
+        ctx.run_dir,
+        spark=ctx.spark,
+        max_examples=ctx.max_examples,
+        options=ctx.workload_options or None,
+    )
+    return {"checkers": {"share": result}}
+
+
 #: The broker-log evidence: judged on every run that has a log dump.
 EVIDENCE = RunDirCheck(
     "log_evidence", lambda d: (d / "evidence" / "logdump.jsonl").is_file(), _evidence_run
@@ -155,6 +169,7 @@ SUITES: dict[str, RunDirCheck] = {
     "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
     "connect": RunDirCheck("connect", _has_history, _connect_run, prepare=_connect_prepare),
     "streams": RunDirCheck("streams", _has_history, _streams_run),
+    "share": RunDirCheck("share", _has_history, _share_run),
 }
 
 

@@ -260,3 +260,41 @@ def test_streams_at_least_once_is_caught(scenario, spark) -> None:  # type: igno
     )
     assert verdict["valid"] is False, f"at-least-once was not caught; report: {report}"
     assert "duplicate" in verdict["bad_anomaly_types"], _explain(verdict, result, report)
+
+
+#: The share workload on the scenario clusters: three members, a short lock's worth of faults.
+SHARE = {"values": 2000, "partitions": 3, "processors": 3}
+
+
+@pytest.mark.parametrize(
+    ("name", "nemesis", "client"),
+    [
+        # Paused past the 15 s lock: the records go to other members, the late answers fail.
+        ("share-members", "pause-processor,kill-processor,crash-clients", "python"),
+        ("share-java-members", "pause-processor,kill-processor,crash-clients", "java"),
+        # The share-partition leaders and the share group's coordinator stopped and killed.
+        ("share-brokers", "partition,kill,pause", "python"),
+    ],
+)
+def test_share_groups_hold_under(scenario, spark, name, nemesis, client) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "share", name, nemesis=nemesis, time_limit=40, interval=5, duration=17, client=client,
+        **SHARE,
+    )  # fmt: skip
+    assert verdict["valid"] is True, _explain(verdict, result, report)
+
+
+def test_share_accept_before_process_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+    verdict, result, report = scenario(
+        "share",
+        "share-accept-before-process",
+        nemesis="kill-processor",
+        time_limit=30,
+        interval=2,
+        correct=False,
+        variant="accept-before-process",
+        process_ms=400,
+        **SHARE,
+    )
+    assert verdict["valid"] is False, f"accept-before-process was not caught; report: {report}"
+    assert "lost" in verdict["bad_anomaly_types"], _explain(verdict, result, report)

@@ -190,7 +190,7 @@ def test_substrate_and_report_import_only_their_narrow_share(graph: dict[str, se
     assert not wrong, "imports beyond the room's narrow share:\n" + "\n".join(sorted(wrong))
 
 
-CHECKER_FAMILIES = ("eos", "queue", "connect", "logs", "streams")
+CHECKER_FAMILIES = ("eos", "queue", "connect", "logs", "streams", "share")
 #: The shared top's modules that compose the families.
 CHECKER_COMPOSERS = {"checkers.suites", "checkers.cli"}
 
@@ -217,7 +217,7 @@ def test_checker_families_borrow_nothing_sideways(graph: dict[str, set[str]]) ->
     assert not wrong, "checker modules borrowing a family's:\n" + "\n".join(sorted(wrong))
 
 
-WORKLOAD_PACKAGES = ("eos", "queue", "connect", "streams")
+WORKLOAD_PACKAGES = ("eos", "queue", "connect", "streams", "share")
 
 
 def test_workload_packages_borrow_nothing_sideways(graph: dict[str, set[str]]) -> None:

@@ -100,12 +100,20 @@ def _queue(tmp_path: Path) -> Any:
     return QueueWorkload(QueueOptions(topic="t"), _cluster(tmp_path), tmp_path, time_limit=30)
 
 
+def _share(tmp_path: Path) -> Any:
+    from workloads.share.options import ShareOptions
+    from workloads.share.supervisor import ShareWorkload
+
+    return ShareWorkload(ShareOptions(topic="t"), _cluster(tmp_path), tmp_path, time_limit=30)
+
+
 #: Each workload package's supervisor, made without a cluster (nothing is started).
 SUPERVISORS: dict[str, Callable[[Path], Any]] = {
     "eos": _eos,
     "streams": _streams,
     "connect": _connect,
     "queue": _queue,
+    "share": _share,
 }
 
 
@@ -162,6 +170,7 @@ def test_abilities_are_the_workload_s_own(tmp_path: Path) -> None:
         "streams": (False, False, (), 20.0),
         "connect": (False, False, ("leader", "task-worker"), 30.0),
         "queue": (False, False, (), None),
+        "share": (False, False, (), None),
     }
 
 

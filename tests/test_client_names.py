@@ -30,6 +30,7 @@ ALLOWED = {
     ("harness/kafka/install.py", "java"): "shutil.which('java'): the JVM Kafka runs on",
     ("harness/substrate/docker/plan.py", "java"): "the JVM executable in the broker image",
     ("checkers/streams/run.py", "python"): "the streams checker's reference engine",
+    ("checkers/share/run.py", "python"): "the share checker's reference engine",
 }
 #: Catalogues of named runs: which client each scenario runs is data, like a test's
 #: parameters (``eos-java-kills`` runs ``--client java``); nothing in them branches on it.

@@ -277,15 +277,19 @@ def record_settle(
     return True
 
 
-def record_watermarks(rec: Recorder, bootstrap: str, topic: str, partitions: int) -> None:
-    """Per partition: low watermark, last stable offset (read_committed end), high watermark."""
+def record_watermarks(
+    rec: Recorder, bootstrap: str, topic: str, partitions: int
+) -> list[dict[str, int]] | None:
+    """Per partition: low watermark, last stable offset (read_committed end), high watermark
+    (also returned; None when the query failed)."""
     rec.invoke("watermarks", {"topic": topic})
     try:
-        rows = _in_child("watermarks", bootstrap, topic, partitions)
+        rows: list[dict[str, int]] = _in_child("watermarks", bootstrap, topic, partitions)
     except ReaderCrashed as exc:
         rec.fail("watermarks", {"topic": topic}, {"code": "READER_FAILED", "message": str(exc)})
-        return
+        return None
     rec.ok("watermarks", {"topic": topic, "partitions": rows})
+    return rows
 
 
 def parse_table(text: str) -> list[dict[str, str]]:

@@ -16,7 +16,6 @@ under process ``"supervisor"``; the final observations go under ``"final"``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -32,8 +31,8 @@ from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import finalreads
 from workloads.drive import Outcome
-from workloads.processes import Supervisor, child_env, spawn_module
-from workloads.seeder import SeedResult, result_from_history
+from workloads.processes import Supervisor
+from workloads.seeder import SeedResult, seed_in_child
 
 if TYPE_CHECKING:
     from history.clientcontrol import ClientControl
@@ -128,38 +127,9 @@ class PipelineWorkload(Supervisor, Generic[OptionsT]):
 
     def seed(self, seconds: float, stop: threading.Event | None = None) -> SeedResult:
         """Run the seeder (its own OS process), its sends spread over ``seconds``; wait for it."""
-        o = self.options
-        history = self.processes_dir / "seeder.jsonl"
-        config = {
-            "bootstrap": self.cluster.bootstrap,
-            "topic": o.input_topic,
-            "partitions": o.partitions,
-            "history_path": str(history),
-            "values": o.values,
-            "batch": o.seed_batch,
-            "seconds": seconds,
-            "poison_every": o.poison_every,
-            "poison_batch": o.poison_batch,
-            "poison_txn_id": f"{o.txn_id_prefix}-seeder-poison",
-            "meta": {"topic": o.input_topic, "partitions": o.partitions},
-        }
-        env = child_env(self.cluster.env)
-        stop = stop or threading.Event()
-        t0 = time.monotonic()
-        with open(self.logs_dir / "seeder.log", "ab") as logf:
-            proc = spawn_module("workloads.seeder", ["--config", json.dumps(config)], env, logf)
-            try:
-                while proc.poll() is None:
-                    if stop.wait(0.2):
-                        proc.terminate()
-                        proc.wait(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        if proc.returncode != 0:
-            log.warning("seeder exited with %s; see %s", proc.returncode, self.logs_dir)
-        self.seed_result = result_from_history(history, time.monotonic() - t0)
+        self.seed_result = seed_in_child(
+            self.cluster, self.processes_dir, self.logs_dir, self.options, seconds, stop
+        )
         return self.seed_result
 
     # --- processors ------------------------------------------------------------------

@@ -16,16 +16,22 @@ into output, which is how the ``read-uncommitted`` variant becomes visible to a 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from history import Recorder
 from history.eos_records import poison_value, seed_value
 from workloads.clientinfo import error_info
+
+if TYPE_CHECKING:
+    from workloads.base import ClusterAccess
+
+log = logging.getLogger("workloads.seeder")
 
 #: How long an unacknowledged send may stay in flight (rides out elections and partitions).
 DELIVERY_TIMEOUT_MS = 120_000
@@ -229,6 +235,70 @@ def result_from_history(path: Path, seconds: float) -> SeedResult:
         elif op["f"] == "send-aborted" and op["type"] != "invoke":
             result.poison += len(value.get("values", []))
     return result
+
+
+class SeederOptions(Protocol):
+    """What a workload's options say of its input: the topic and its partitions, how many
+    values in batches of how many, how often a poison batch of how many, and the prefix of
+    the poison producer's transactional id."""
+
+    input_topic: str
+    partitions: int
+    values: int
+    seed_batch: int
+    poison_every: int
+    poison_batch: int
+
+    @property
+    def txn_id_prefix(self) -> str: ...
+
+
+def seed_in_child(
+    cluster: ClusterAccess,
+    processes_dir: Path,
+    logs_dir: Path,
+    o: SeederOptions,
+    seconds: float,
+    stop: threading.Event | None = None,
+) -> SeedResult:
+    """Run the seeder as its own OS process (``processes_dir/seeder.jsonl``, its log
+    ``logs_dir/seeder.log``), its sends spread over ``seconds``; wait for it (SIGTERM when
+    ``stop`` is set) and return what its history says it achieved."""
+    import json
+
+    from workloads.processes import child_env, spawn_module
+
+    history = processes_dir / "seeder.jsonl"
+    full = {
+        "bootstrap": cluster.bootstrap,
+        "topic": o.input_topic,
+        "partitions": o.partitions,
+        "history_path": str(history),
+        "values": o.values,
+        "batch": o.seed_batch,
+        "seconds": seconds,
+        "poison_every": o.poison_every,
+        "poison_batch": o.poison_batch,
+        "poison_txn_id": f"{o.txn_id_prefix}-seeder-poison",
+        "meta": {"topic": o.input_topic, "partitions": o.partitions},
+    }
+    env = child_env(cluster.env)
+    stop = stop or threading.Event()
+    t0 = time.monotonic()
+    with open(logs_dir / "seeder.log", "ab") as logf:
+        proc = spawn_module("workloads.seeder", ["--config", json.dumps(full)], env, logf)
+        try:
+            while proc.poll() is None:
+                if stop.wait(0.2):
+                    proc.terminate()
+                    proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0:
+        log.warning("seeder exited with %s; see %s", proc.returncode, logs_dir)
+    return result_from_history(history, time.monotonic() - t0)
 
 
 def main() -> None:

@@ -278,6 +278,32 @@ SCENARIOS: dict[str, Scenario] = {
             nemesis_interval=8,
             expected="invalid",
         ),
+        # Share groups (KIP-932, GA in 4.2): members paused past their locks, killed with
+        # records acquired, broker faults at the share-partition leaders and the group
+        # coordinator; a member that commits before it processes loses records when killed.
+        *(
+            Scenario(
+                name,
+                workload="share",
+                client=client,
+                nemesis="all",
+                time_limit=60,
+                nemesis_interval=6,
+                nemesis_duration=17,  # past the 15 s record lock
+                min_kafka="4.2.0",
+            )
+            for name, client in (("share-all", "python"), ("share-java-all", "java"))
+        ),
+        Scenario(
+            "broken-share-accept-before-process",
+            workload="share",
+            flags=("--variant", "accept-before-process", "--values", "2000", "--process-ms", "400"),
+            nemesis="kill-processor",
+            time_limit=30,
+            nemesis_interval=2,
+            expected="invalid",
+            min_kafka="4.2.0",
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -335,6 +361,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "broken-connect-at-least-once",
         "streams-all",
         "broken-streams-at-least-once",
+        "share-all",
+        "broken-share-accept-before-process",
     ),
     "broken": (
         "broken-read-uncommitted",
@@ -342,9 +370,11 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "broken-offsets-outside-txn",
         "broken-connect-at-least-once",
         "broken-streams-at-least-once",
+        "broken-share-accept-before-process",
     ),
     "connect": ("connect-all", "connect-worker-faults", "broken-connect-at-least-once"),
     "streams": ("streams-all", "streams-instance-faults", "broken-streams-at-least-once"),
+    "share": ("share-all", "share-java-all", "broken-share-accept-before-process"),
     "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
     # A Kafka or client release that fixes or re-breaks one shows in ``trends``.
     "known-bugs": (

@@ -23,10 +23,17 @@ from workloads.connect import driver as connect
 from workloads.drive import Workload
 from workloads.eos import driver as eos
 from workloads.queue import driver as queue
+from workloads.share import driver as share
 from workloads.spec import Option, WorkloadSpec
 from workloads.streams import driver as streams
 
-BUILTIN: tuple[Workload, ...] = (eos.WORKLOAD, queue.WORKLOAD, connect.WORKLOAD, streams.WORKLOAD)
+BUILTIN: tuple[Workload, ...] = (
+    eos.WORKLOAD,
+    queue.WORKLOAD,
+    connect.WORKLOAD,
+    streams.WORKLOAD,
+    share.WORKLOAD,
+)
 
 _REGISTRY: dict[str, Workload] = {w.name: w for w in BUILTIN}
 #: The workload of a run that does not say (``--workload``'s default, and a run stored before

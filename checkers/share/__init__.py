@@ -1,0 +1,2 @@
+"""The share checker: what a share group's (KIP-932) deliveries and acknowledgements must
+satisfy."""

@@ -1,0 +1,156 @@
+"""The share workload (KIP-932 share groups): its options, its members' contract, its drain,
+and real runs on the worker's cluster judged by the ``share`` checker family.
+
+The real runs: a correct member under paused and killed members is valid and every committed
+input is accepted; the broken-on-purpose ``accept-before-process`` member, killed between its
+commit and its processing, is invalid with ``lost``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.errors import HarnessError
+from harness.cli import build_parser
+from harness.run.arguments import options_from_args
+from history import Recorder
+from workloads.share import member
+from workloads.share.driver import summarize
+from workloads.share.options import ShareOptions
+from workloads.share.supervisor import _rows, outstanding
+
+
+def test_the_command_line_fills_the_share_options() -> None:
+    args = build_parser().parse_args(
+        ["run", "--workload", "share", "--processors", "2", "--lock-ms", "20000",
+         "--delivery-limit", "3", "--variant", "accept-before-process", "--seed", "7"]
+    )  # fmt: skip
+    o = options_from_args(args).workload_options
+    assert (o.members, o.lock_ms, o.delivery_limit, o.variant, o.seed) == (
+        2, 20000, 3, "accept-before-process", 7,
+    )  # fmt: skip
+    assert o.group_settings() == {
+        "share.auto.offset.reset": "earliest",
+        "share.record.lock.duration.ms": "20000",
+        "share.delivery.count.limit": "3",
+        "share.isolation.level": "read_committed",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"variant": "accept-late"}, "--share-variant"),
+        ({"release_p": 0.6, "reject_p": 0.5}, "sum below 1"),
+        ({"delivery_limit": 1}, "--delivery-limit"),
+        ({"members": 0}, "at least one member"),
+        ({"client": "kafkajs"}, "--client is one of"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(change: dict[str, Any], words: str) -> None:
+    with pytest.raises(HarnessError, match=words) as got:
+        ShareOptions(**change).validate()
+    assert "\n" not in str(got.value)
+
+
+def test_a_member_config_carries_every_key_of_the_contract() -> None:
+    """What the harness hands a member is what every member (Python, Java) requires."""
+    cfg = ShareOptions().member_config(4, 1, "b:9092", "h.jsonl", "drain", 60.0)
+    assert set(member.REQUIRED) <= set(cfg)
+    assert member.main(["--config", json.dumps({"process": 1})]) == 2
+
+
+def _write(path: Path, process: Any, ops: list[tuple[str, str, Any]]) -> None:
+    with Recorder(path, process) as rec:
+        for type_, f, value in ops:
+            rec.record(type_, f, value)  # type: ignore[arg-type]
+
+
+def test_the_drain_waits_for_every_committed_input_not_yet_taken(tmp_path: Path) -> None:
+    """Accepted or rejected with the broker's answer, or delivered at the limit: done; a
+    release, a refused acknowledgement and an unacknowledged value are left."""
+    values = [["v1", 0, 0], ["v2", 0, 1], ["v3", 0, 2], ["v4", 0, 3], ["v5", 0, 4]]
+    _write(tmp_path / "seeder.jsonl", "seeder", [("ok", "send", {"values": values})])
+    acks = [
+        [0, 0, "v1", "accept", None],
+        [0, 1, "v2", "reject", None],
+        [0, 2, "v3", "release", None],
+        [0, 3, "v4", "accept", "INVALID_RECORD_STATE"],
+    ]
+    _write(
+        tmp_path / "0.jsonl",
+        0,
+        [("ok", "poll", {"records": [[0, 4, "v5", 1]]}), ("ok", "ack", {"acks": acks})],
+    )
+    assert outstanding(tmp_path, 5) == {"v3", "v4", "v5"}
+    _write(tmp_path / "1.jsonl", 1, [("ok", "poll", {"records": [[0, 2, "v3", 5]]})])
+    assert outstanding(tmp_path, 5) == {"v4", "v5"}
+    # A commit of unknown outcome, and one its member never finished (killed inside it):
+    # either may have been taken, and then the record never comes back.
+    unknown = {"acks": [[0, 3, "v4", "accept"]]}
+    _write(tmp_path / "2.jsonl", 2, [("invoke", "ack", unknown), ("info", "ack", unknown)])
+    assert outstanding(tmp_path, 5) == {"v5"}
+    _write(tmp_path / "3.jsonl", 3, [("invoke", "ack", {"acks": [[0, 4, "v5", "reject"]]})])
+    assert outstanding(tmp_path, 5) == set()
+
+
+def test_the_share_groups_tool_table_is_read_by_its_header() -> None:
+    text = (
+        "\nGROUP    TOPIC   PARTITION  LEADER-EPOCH  START-OFFSET  LAG\n"
+        "g        t       0          -             -             -\n"
+        "g        t       1          0             17            3\n"
+    )
+    rows = _rows(text)
+    assert [r["START-OFFSET"] for r in rows] == ["-", "17"]
+
+
+def test_the_summary_counts_deliveries_and_answers() -> None:
+    def op(i: int, f: str, value: Any, type_: str = "ok") -> dict[str, Any]:
+        return {"index": i, "time": i * 10**9, "process": 0, "type": type_, "f": f, "value": value}
+
+    ops = [
+        op(0, "poll", {"records": [[0, 0, "v1", 1], [0, 1, "v2", 2]]}),
+        op(1, "ack", {"acks": [[0, 0, "v1", "accept", None], [0, 1, "v2", "release", "X"]]}),
+        op(2, "ack", {"acks": [[0, 0, "v1", "accept"]]}, "info"),
+    ]
+    s = summarize(ops)  # type: ignore[arg-type]
+    assert s.tally == {
+        "deliveries": 2, "redeliveries": 1, "accepted": 1, "released": 0, "rejected": 0,
+        "ack_errors": 1, "ack_unknown": 1,
+    }  # fmt: skip
+
+
+# --- real runs ------------------------------------------------------------------------------
+
+
+def _member_ops(run_dir: Path) -> list[dict[str, Any]]:
+    ops = [json.loads(line) for line in (run_dir / "history.jsonl").open()][1:]
+    return [op for op in ops if isinstance(op.get("process"), int)]
+
+
+@pytest.mark.cluster
+def test_correct_members_under_pauses_and_kills_are_valid(scenario: Any) -> None:
+    """Members paused (their locks expire, the records go to others) and killed with records
+    acquired: every committed input is accepted and processed, nothing is judged lost."""
+    verdict, result, _report = scenario(
+        "share", "faults", nemesis="pause-processor,kill-processor", time_limit=30,
+        values=600, lock_ms=15000, interval=3.0, duration=17.0,
+    )  # fmt: skip
+    assert result.drained, "the drain did not see every committed input taken"
+    assert verdict["valid"] is True, verdict
+    tally = summarize(_member_ops(result.run_dir)).tally or {}
+    assert tally["accepted"] > 0 and tally["redeliveries"] > 0, tally
+
+
+@pytest.mark.cluster
+def test_accepting_before_processing_loses_records_when_killed(scenario: Any) -> None:
+    verdict, _result, _report = scenario(
+        "share", "abp", nemesis="kill-processor", time_limit=30, values=600,
+        variant="accept-before-process", process_ms=400, correct=False, interval=2.0,
+    )  # fmt: skip
+    assert verdict["valid"] is False, verdict
+    assert "lost" in verdict["bad_anomaly_types"], verdict["bad_anomaly_types"]

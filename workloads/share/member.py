@@ -1,0 +1,269 @@
+"""One member of the share workload's group, as its own OS process (confluent-kafka).
+
+``python -m workloads.share.member --config JSON`` (the keys:
+:meth:`workloads.share.options.ShareOptions.member_config`) runs one history process: a
+``ShareConsumer`` in explicit acknowledgement mode on the input topic and an idempotent
+producer to the output topic. Each round it polls, decides each record's acknowledgement
+(accept, release or reject, seeded), processes the records it will accept (writes them to the
+output), then acknowledges the poll's records and commits the acknowledgements; the
+``accept-before-process`` variant commits first. The ops are documented in
+``docs/history-format.md``, "Workload share". Being a process of its own is what lets the
+harness pause it past its record locks, kill it with records acquired, or cut it off.
+
+Exit status: 0 SIGTERM or time limit, 2 bad configuration, 3 the clients could not start,
+7 the supervisor went away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from history import Recorder
+from workloads.clientinfo import error_info, warn
+from workloads.share.options import EXIT_BAD_CONFIG, EXIT_INIT, EXIT_OK, EXIT_ORPHANED
+
+#: The keys of a member's ``--config`` (unknown keys are ignored, so a newer harness can add
+#: some; a missing one is a bad configuration).
+REQUIRED = (
+    "process", "slot", "history_path", "bootstrap", "group_id", "input_topic", "output_topic",
+    "seed", "release_p", "reject_p", "variant", "max_records", "process_ms", "poll_timeout_ms",
+    "commit_timeout_ms", "drain_path", "time_limit_s", "client_config",
+)  # fmt: skip
+
+Delivery = list[Any]  # [partition, offset, value, delivery_count]
+
+
+class Member:
+    """The process's loop; one thread, so one Recorder."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+        self.cfg = cfg
+        self.kinds = {
+            "accept": AcknowledgeType.ACCEPT,
+            "release": AcknowledgeType.RELEASE,
+            "reject": AcknowledgeType.REJECT,
+        }
+        self.rng = random.Random(f"share:{cfg['seed']}:{cfg['process']}")
+        self.parent = os.getppid()
+        self.stopping: str | None = None
+        self.draining = False
+        self.end = time.monotonic() + float(cfg["time_limit_s"])
+        self.polled = 0
+        self.accepted = 0
+        self.rec = Recorder(
+            cfg["history_path"],
+            cfg["process"],
+            meta={
+                "workload": "share",
+                "role": "member",
+                "pid": os.getpid(),
+                "client": "confluent-kafka",
+                "config": cfg,
+            },
+        )
+        settings = {str(k): str(v) for k, v in cfg["client_config"].items()}
+        self.consumer = ShareConsumer(
+            {
+                "bootstrap.servers": cfg["bootstrap"],
+                "group.id": cfg["group_id"],
+                "share.acknowledgement.mode": "explicit",
+                "max.poll.records": cfg["max_records"],
+                "log_level": 3,
+                **settings,
+            }
+        )
+        self.producer = Producer(
+            {
+                "bootstrap.servers": cfg["bootstrap"],
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "log_level": 3,
+            }
+        )
+        self.consumer.subscribe([cfg["input_topic"]])
+
+    # --- one round ---------------------------------------------------------------------
+
+    def poll(self) -> list[Any]:
+        self.rec.invoke("poll", None)
+        try:
+            batch = self.consumer.poll(self.cfg["poll_timeout_ms"] / 1000)
+        except Exception as exc:
+            self.rec.info("poll", None, error_info(exc, "poll"))
+            return []
+        msgs = [m for m in batch if m.error() is None]
+        for m in batch:
+            if m.error() is not None:
+                warn(f"share member {self.cfg['process']}: poll error {m.error()}")
+        records = [[m.partition(), m.offset(), _text(m.value()), m.delivery_count()] for m in msgs]
+        self.rec.ok("poll", {"records": records})
+        self.polled += len(records)
+        return msgs
+
+    def decide(self) -> str:
+        """Accept, release or reject, seeded; every record is accepted once draining."""
+        if self.draining:
+            return "accept"
+        x = self.rng.random()
+        if x < self.cfg["release_p"]:
+            return "release"
+        if x < self.cfg["release_p"] + self.cfg["reject_p"]:
+            return "reject"
+        return "accept"
+
+    def process(self, msgs: list[Any]) -> bool:
+        """Write each record to the output and wait for every write's acknowledgement; False
+        if some write was not acknowledged (the caller then releases the records instead of
+        accepting them, so they come back: accepting them could lose a record whose write
+        never landed)."""
+        if not msgs:
+            return True
+        value = {"records": [[m.partition(), m.offset(), _text(m.value())] for m in msgs]}
+        self.rec.invoke("process", value)
+        time.sleep(self.cfg["process_ms"] / 1000)  # the work itself, simulated
+        errors: list[str] = []
+
+        def done(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for m in msgs:
+            headers = {
+                "src-partition": str(m.partition()),
+                "src-offset": str(m.offset()),
+                "member": str(self.cfg["process"]),
+                "delivery-count": str(m.delivery_count()),
+            }
+            self.producer.produce(
+                self.cfg["output_topic"],
+                key=m.value(),
+                value=m.value(),
+                headers=list(headers.items()),
+                on_delivery=done,
+            )
+        left = self.producer.flush(self.cfg["commit_timeout_ms"] / 1000)
+        if errors or left:
+            message = errors[0] if errors else f"{left} writes still in flight"
+            self.rec.info("process", value, {"code": "UNACKNOWLEDGED", "message": message})
+            return False
+        self.rec.ok("process", value)
+        return True
+
+    def acknowledge(self, decided: list[tuple[Any, str]]) -> None:
+        """Acknowledge every record of the poll and commit; each record's answer recorded."""
+        acks = [[m.partition(), m.offset(), _text(m.value()), k] for m, k in decided]
+        self.rec.invoke("ack", {"acks": acks})
+        try:
+            for m, kind in decided:
+                self.consumer.acknowledge(m, self.kinds[kind])
+            answers = self.consumer.commit_sync(self.cfg["commit_timeout_ms"] / 1000)
+        except Exception as exc:
+            self.rec.info("ack", {"acks": acks}, error_info(exc, "commit"))
+            return
+        errors: dict[int, str | None] = {}
+        for tp, err in (answers or {}).items():
+            got = err if err is not None else getattr(tp, "error", None)
+            errors[tp.partition] = None if got is None else _code(got)
+        done = [[*a, errors.get(a[0])] for a in acks]
+        self.rec.ok("ack", {"acks": done})
+        self.accepted += sum(1 for a in done if a[3] == "accept" and a[4] is None)
+
+    def round(self) -> None:
+        msgs = self.poll()
+        if not msgs:
+            return
+        decided = [(m, self.decide()) for m in msgs]
+        chosen = [m for m, kind in decided if kind == "accept"]
+        if self.cfg["variant"] == "accept-before-process":
+            self.acknowledge(decided)
+            self.process(chosen)
+        elif not self.process(chosen):
+            self.acknowledge([(m, "release" if k == "accept" else k) for m, k in decided])
+        else:
+            self.acknowledge(decided)
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        code = EXIT_OK
+        while self.stopping is None:
+            if os.getppid() != self.parent:
+                self.stopping, code = "orphaned", EXIT_ORPHANED
+                break
+            if time.monotonic() >= self.end:
+                self.stopping = "time-limit"
+                break
+            if not self.draining and Path(self.cfg["drain_path"]).exists():
+                self.rec.invoke("drain", {})
+                self.draining = True
+                self.rec.ok("drain", {})
+            self.round()
+        reason = self.stopping or "sigterm"
+        self.rec.invoke("exit", {"reason": reason})
+        self.rec.ok("exit", {"reason": reason, "polled": self.polled, "accepted": self.accepted})
+        return code
+
+    def close(self) -> None:
+        for close in (self.consumer.close, lambda: self.producer.flush(5)):
+            try:
+                close()
+            except Exception as exc:  # the history already holds every outcome
+                warn(f"share member {self.cfg['process']}: close: {exc}")
+        self.rec.close()
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _code(err: Any) -> str:
+    """An error's code name (a KafkaError's ``name()``; else its class name)."""
+    if hasattr(err, "name") and callable(err.name):
+        return str(err.name())
+    inner = getattr(err, "args", None)
+    if inner and hasattr(inner[0], "name"):
+        return str(inner[0].name())
+    return type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.share.member")
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv)
+    try:
+        cfg = json.loads(args.config)
+        missing = [k for k in REQUIRED if k not in cfg]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+    except ValueError as exc:
+        print(f"share member: bad --config: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    try:
+        member = Member(cfg)
+    except Exception as exc:
+        print(f"share member: could not start: {exc}", file=sys.stderr)
+        return EXIT_INIT
+
+    def stop(_signum: int, _frame: Any) -> None:
+        member.stopping = "sigterm"
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        return member.run()
+    finally:
+        member.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
