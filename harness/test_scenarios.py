@@ -288,12 +288,10 @@ def test_share_accept_before_process_is_caught(scenario, spark) -> None:  # type
     verdict, result, report = scenario(
         "share",
         "share-accept-before-process",
-        nemesis="kill-processor",
+        nemesis="crash-clients",
         time_limit=30,
-        interval=2,
         correct=False,
         variant="accept-before-process",
-        process_ms=400,
         **SHARE,
     )
     assert verdict["valid"] is False, f"accept-before-process was not caught; report: {report}"

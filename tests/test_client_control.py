@@ -170,7 +170,7 @@ def test_abilities_are_the_workload_s_own(tmp_path: Path) -> None:
         "streams": (False, False, (), 20.0),
         "connect": (False, False, ("leader", "task-worker"), 30.0),
         "queue": (False, False, (), None),
-        "share": (False, False, (), None),
+        "share": (True, False, (), None),
     }
 
 

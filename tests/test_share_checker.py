@@ -530,8 +530,13 @@ def test_a_messy_history_is_judged_whole(tmp_path: Path, seed: int) -> None:
 # The engine of record against the reference
 
 
+#: The planted histories held to both engines: every type and kind once (a second history
+#: of the same type through the same code costs a Spark judgement and proves nothing more).
+ON_SPARK = sorted(set(SCENARIOS) - {"many-lost", "no-share-state", "undelivered"})
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", ON_SPARK)
 def test_spark_and_the_reference_give_equal_results(spark: Any, tmp_path: Path, name: str) -> None:
     """Whole results, examples and their ops included; two examples at most, so that the
     types with more cases are cut at the same place by both."""
@@ -543,7 +548,7 @@ def test_spark_and_the_reference_give_equal_results(spark: Any, tmp_path: Path, 
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", [4, 7, 9])
+@pytest.mark.parametrize("seed", [7])
 def test_spark_and_the_reference_agree_on_messy_histories(
     spark: Any, tmp_path: Path, seed: int
 ) -> None:

@@ -2,8 +2,8 @@
 and real runs on the worker's cluster judged by the ``share`` checker family.
 
 The real runs: a correct member under paused and killed members is valid and every committed
-input is accepted; the broken-on-purpose ``accept-before-process`` member, killed between its
-commit and its processing, is invalid with ``lost``.
+input is accepted; the broken-on-purpose ``accept-before-process`` member, armed to kill
+itself between its commit and its processing, is invalid with ``lost``.
 """
 
 from __future__ import annotations
@@ -148,9 +148,17 @@ def test_correct_members_under_pauses_and_kills_are_valid(scenario: Any) -> None
 
 @pytest.mark.cluster
 def test_accepting_before_processing_loses_records_when_killed(scenario: Any) -> None:
-    verdict, _result, _report = scenario(
-        "share", "abp", nemesis="kill-processor", time_limit=30, values=600,
-        variant="accept-before-process", process_ms=400, correct=False, interval=2.0,
+    """Armed to kill itself after its commit (crash-clients), the broken member loses the
+    records it accepted and never wrote."""
+    verdict, result, _report = scenario(
+        "share", "abp", nemesis="crash-clients", time_limit=20, values=1500,
+        variant="accept-before-process", correct=False,
     )  # fmt: skip
     assert verdict["valid"] is False, verdict
     assert "lost" in verdict["bad_anomaly_types"], verdict["bad_anomaly_types"]
+    ops = [json.loads(line) for line in (result.run_dir / "history.jsonl").open()][1:]
+    hits = [
+        h for op in ops if op["process"] == "nemesis-clients" and op["f"] == "stop"
+        and op["type"] == "ok" for h in op["value"].get("hit", [])
+    ]  # fmt: skip
+    assert {h["at"] for h in hits} & {"after-commit", "during-commit"}, hits

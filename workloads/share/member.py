@@ -22,6 +22,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,13 @@ class Member:
         self.end = time.monotonic() + float(cfg["time_limit_s"])
         self.polled = 0
         self.accepted = 0
+        self.rounds = 0
+        #: The moment a nemesis armed (``<history>.arm``, as the eos processors read it) and
+        #: where it fired (``<history>.fired``).
+        self.arm_file = Path(f"{cfg['history_path']}.arm")
+        self.fired_file = Path(f"{cfg['history_path']}.fired")
+        self.arm_seen: tuple[int, int, int] | None = None
+        self.armed: dict[str, Any] | None = None
         self.rec = Recorder(
             cfg["history_path"],
             cfg["process"],
@@ -179,19 +187,81 @@ class Member:
         self.rec.ok("ack", {"acks": done})
         self.accepted += sum(1 for a in done if a[3] == "accept" and a[4] is None)
 
+    # --- armed moments ----------------------------------------------------------------
+
+    def _armed_now(self) -> dict[str, Any] | None:
+        """What a nemesis armed, re-read when the arm file changed (each arming replaces it
+        by a rename: a new inode, mtime or size); an empty file disarms."""
+        try:
+            st = self.arm_file.stat()
+        except OSError:
+            return self.armed
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key != self.arm_seen:
+            self.arm_seen = key
+            try:
+                text = self.arm_file.read_text().strip()
+                self.armed = json.loads(text) if text else None
+            except (OSError, ValueError) as exc:
+                warn(f"share member {self.cfg['process']}: arm file unreadable: {exc}")
+        return self.armed
+
+    def hook(self, point: str, decided: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+        """Act at the moment a nemesis armed, if it is ``point``: say where (the fired file),
+        then SIGKILL or SIGSTOP this process (``during-commit``: a timer ``delay_ms`` into the
+        commit), or for an armed abort hand back the round's records (released) instead of
+        acknowledging them as decided. Returns the round's acknowledgements."""
+        armed = self._armed_now()
+        if armed is None:
+            return decided
+        at = armed.get("at")
+        if at != point and not (at == "during-commit" and point == "before-commit"):
+            return decided
+        self.armed = None
+        action = armed.get("action", "kill")
+        fired = {"at": at, "action": action, "txn": self.rounds, "pid": os.getpid()}
+        tmp = self.fired_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(fired))
+        tmp.replace(self.fired_file)
+        warn(f"share member {self.cfg['process']}: armed {action} at {at} of round {self.rounds}")
+        if action == "abort":
+            return [(m, "release") for m, _k in decided]
+        sig = signal.SIGKILL if action == "kill" else signal.SIGSTOP
+        if at == "during-commit":
+            delay = float(armed.get("delay_ms", 0)) / 1000
+            threading.Timer(delay, os.kill, (os.getpid(), sig)).start()
+        else:
+            os.kill(os.getpid(), sig)  # a stop returns once someone sends SIGCONT
+        return decided
+
+    def hooks(self, decided: list[tuple[Any, str]], *points: str) -> list[tuple[Any, str]]:
+        for point in points:
+            decided = self.hook(point, decided)
+        return decided
+
     def round(self) -> None:
+        """One poll's records: decided, processed and acknowledged (the variant: acknowledged
+        and then processed), with the armed moments between the steps."""
         msgs = self.poll()
         if not msgs:
             return
+        self.rounds += 1
         decided = [(m, self.decide()) for m in msgs]
         chosen = [m for m, kind in decided if kind == "accept"]
         if self.cfg["variant"] == "accept-before-process":
+            decided = self.hooks(decided, "before-offsets", "before-commit")
             self.acknowledge(decided)
-            self.process(chosen)
-        elif not self.process(chosen):
-            self.acknowledge([(m, "release" if k == "accept" else k) for m, k in decided])
-        else:
-            self.acknowledge(decided)
+            self.hooks(decided, "after-commit")
+            self.process([m for m, kind in decided if kind == "accept"])
+            self.hooks(decided, "after-produce", "after-flush")
+            return
+        written = self.process(chosen)
+        decided = self.hooks(decided, "after-produce", "after-flush", "before-offsets")
+        decided = self.hooks(decided, "before-commit")
+        if not written:
+            decided = [(m, "release" if k == "accept" else k) for m, k in decided]
+        self.acknowledge(decided)
+        self.hooks(decided, "after-commit")
 
     # --- the loop ----------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ class ShareOptions:
     max_records: int = 50
     #: The work of processing one poll's records (ms, before their writes): a real
     #: application's processing takes time, and faults land inside it.
-    process_ms: int = 100
+    process_ms: int = 250
     poll_timeout_ms: int = 500
     commit_timeout_ms: int = 30000
     variant: str = "correct"

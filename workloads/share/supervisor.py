@@ -141,6 +141,27 @@ class ShareWorkload(Supervisor):
             self._record("ok", "drain", value)
         return not left
 
+    def arm_hook(self, instance: int, at: str, action: str, delay_ms: int = 0) -> None:
+        """Arm a moment in a live member: the moment goes in a file beside its history, which
+        the member looks at at each of its moments (no signal: a JVM must not get SIGUSR2);
+        an empty ``at`` disarms. A stale fired file goes first, so :meth:`fired_hook`
+        reports only this arming."""
+        if instance not in self.processor_pids():
+            raise HarnessError(f"member {instance} is not running")
+        history = self.processes_dir / f"{instance}.jsonl"
+        Path(f"{history}.fired").unlink(missing_ok=True)
+        body = json.dumps({"at": at, "action": action, "delay_ms": delay_ms}) if at else ""
+        tmp = Path(f"{history}.arm.tmp")
+        tmp.write_text(body)
+        tmp.replace(f"{history}.arm")
+
+    def fired_hook(self, instance: int) -> dict[str, Any] | None:
+        """The armed moment that fired in ``instance`` (at, action, round as ``txn``, pid)."""
+        try:
+            return json.loads(Path(f"{self.processes_dir / str(instance)}.jsonl.fired").read_text())
+        except (OSError, ValueError):
+            return None
+
     def stop_members(self, timeout: float = 30.0) -> dict[int, int | None]:
         return self._stop_children(timeout, "processes")
 

@@ -84,6 +84,9 @@ public final class ShareMember {
 
     private final Config cfg;
     private final long process;
+    private final ArmFile armFile;
+    private Map<String, Object> armed;
+    private long rounds;
     private final String inputTopic;
     private final String outputTopic;
     private final String variant;
@@ -110,6 +113,7 @@ public final class ShareMember {
     ShareMember(Config cfg) {
         this.cfg = cfg;
         process = cfg.integer("process");
+        armFile = new ArmFile(cfg.str("history_path"));
         cfg.integer("slot");
         cfg.str("history_path");
         cfg.str("bootstrap");
@@ -552,6 +556,60 @@ public final class ShareMember {
     }
 
     /** One loop: poll, then process and ack (the variant: ack, then process). */
+    /**
+     * Act at the moment a nemesis armed (the arm file beside the history, as the eos processors
+     * read it): say where (the fired file), then act. A share member's moments: after its writes
+     * (after-produce, after-flush), before its acknowledgements' commit (before-offsets,
+     * before-commit; during-commit a timer into it) and after it (after-commit). An armed abort
+     * releases the round's records instead of acknowledging them as decided.
+     */
+    @SuppressWarnings("unchecked")
+    private void hook(String point, List<String> kinds) {
+        Object change = armFile.changed();
+        if (change == ArmFile.DISARMED) {
+            armed = null;
+        } else if (change != null) {
+            armed = (Map<String, Object>) change;
+        }
+        if (armed == null) {
+            return;
+        }
+        String at = String.valueOf(armed.get("at"));
+        if (!at.equals(point) && !(at.equals("during-commit") && point.equals("before-commit"))) {
+            return;
+        }
+        String action = String.valueOf(armed.get("action"));
+        Object delay = armed.get("delay_ms");
+        armed = null;
+        armFile.writeFired(Json.obj("at", at, "action", action, "txn", rounds,
+                "pid", ProcessHandle.current().pid()));
+        Clients.warn("member " + process + ": armed " + action + " at " + at + " of round " + rounds);
+        if (action.equals("abort")) {
+            for (int i = 0; i < kinds.size(); i++) {
+                kinds.set(i, RELEASE);
+            }
+            return;
+        }
+        String sig = action.equals("kill") ? "KILL" : "STOP";
+        if (at.equals("during-commit")) {
+            long delayMs = delay instanceof Number ? ((Number) delay).longValue() : 0;
+            Thread t = new Thread(() -> {
+                Clients.sleepQuietly(delayMs);
+                Clients.signalSelf(sig);
+            }, "armed-" + at);
+            t.setDaemon(true);
+            t.start();
+        } else {
+            Clients.signalSelf(sig); // a stop returns once someone sends SIGCONT
+        }
+    }
+
+    private void hooks(List<String> kinds, String... points) {
+        for (String point : points) {
+            hook(point, kinds);
+        }
+    }
+
     private void step() {
         checkDrain();
         List<ConsumerRecord<byte[], byte[]>> records = poll();
@@ -572,12 +630,18 @@ public final class ShareMember {
                 toAccept.add(r);
             }
         }
+        rounds++;
         if (variant.equals(ACCEPT_BEFORE_PROCESS)) {
+            hooks(kinds, "before-offsets", "before-commit");
             ack(records, kinds);
+            hooks(kinds, "after-commit");
             process(toAccept);
+            hooks(kinds, "after-produce", "after-flush");
             return;
         }
-        if (!process(toAccept)) {
+        boolean written = process(toAccept);
+        hooks(kinds, "after-produce", "after-flush", "before-offsets", "before-commit");
+        if (!written) {
             // Some outputs may be missing: release what was to be accepted, so it comes back.
             for (int i = 0; i < kinds.size(); i++) {
                 if (kinds.get(i).equals(ACCEPT)) {
@@ -586,6 +650,7 @@ public final class ShareMember {
             }
         }
         ack(records, kinds);
+        hooks(kinds, "after-commit");
     }
 
     // --- the loop -------------------------------------------------------------------------
