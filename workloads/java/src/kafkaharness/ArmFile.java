@@ -67,6 +67,57 @@ final class ArmFile {
 
     static final Object DISARMED = new Object();
 
+    /** The moment armed now (at, action, delay_ms), or null. */
+    private Map<String, Object> armed;
+
+    /**
+     * The armed moment if it fires at {@code point} ({@code during-commit} fires at
+     * {@code before-commit}): it is written to the fired file (with {@code txn}, the
+     * processor's transaction or round) and disarmed; null when nothing fires here.
+     */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> fire(String point, long txn) {
+        Object change = changed();
+        if (change == DISARMED) {
+            armed = null;
+        } else if (change != null) {
+            armed = (Map<String, Object>) change;
+        }
+        if (armed == null) {
+            return null;
+        }
+        String at = String.valueOf(armed.get("at"));
+        if (!at.equals(point) && !(at.equals("during-commit") && point.equals("before-commit"))) {
+            return null;
+        }
+        Map<String, Object> fired = armed;
+        armed = null;
+        writeFired(Json.obj("at", at, "action", String.valueOf(fired.get("action")), "txn", txn,
+                "pid", ProcessHandle.current().pid()));
+        return fired;
+    }
+
+    /**
+     * A fired kill or stop: the signal to this process, at once or ({@code during-commit})
+     * {@code delay_ms} later from a timer thread, so it lands inside the commit call.
+     */
+    static void signal(Map<String, Object> fired) {
+        String at = String.valueOf(fired.get("at"));
+        String sig = "kill".equals(fired.get("action")) ? "KILL" : "STOP";
+        if (at.equals("during-commit")) {
+            Object delay = fired.get("delay_ms");
+            long delayMs = delay instanceof Number ? ((Number) delay).longValue() : 0;
+            Thread t = new Thread(() -> {
+                Clients.sleepQuietly(delayMs);
+                Clients.signalSelf(sig);
+            }, "armed-" + at);
+            t.setDaemon(true);
+            t.start();
+        } else {
+            Clients.signalSelf(sig); // a stop returns once someone sends SIGCONT
+        }
+    }
+
     /** Say where the armed moment fired (written before acting, tmp + rename). */
     void writeFired(Map<String, Object> what) {
         Path tmp = Paths.get(fired + ".tmp");

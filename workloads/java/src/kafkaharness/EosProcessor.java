@@ -91,7 +91,6 @@ public final class EosProcessor {
 
     private volatile String stopping;
     private volatile boolean zombieRequested;
-    private Map<String, Object> armed;
     private boolean hookFired;
     private long seq;
     private long committed;
@@ -155,42 +154,18 @@ public final class EosProcessor {
     }
 
     /** Act at the moment a nemesis armed: say where (the fired file), then act. */
-    @SuppressWarnings("unchecked")
     private void fireArmed(String point) throws ClientError {
-        Object change = armFile.changed();
-        if (change == ArmFile.DISARMED) {
-            armed = null;
-        } else if (change != null) {
-            armed = (Map<String, Object>) change;
-        }
-        if (armed == null) {
+        Map<String, Object> fired = armFile.fire(point, seq);
+        if (fired == null) {
             return;
         }
-        String at = String.valueOf(armed.get("at"));
-        if (!at.equals(point) && !(at.equals("during-commit") && point.equals("before-commit"))) {
-            return;
-        }
-        String action = String.valueOf(armed.get("action"));
-        Object delay = armed.get("delay_ms");
-        armed = null;
-        armFile.writeFired(Json.obj("at", at, "action", action, "txn", seq,
-                "pid", ProcessHandle.current().pid()));
+        String at = String.valueOf(fired.get("at"));
+        String action = String.valueOf(fired.get("action"));
         Clients.warn("instance " + instance + ": armed " + action + " at " + at + " of txn " + seq);
         if (action.equals("abort")) {
             throw deliberateAbort("INJECTED_ABORT", "an abortable failure armed at " + at);
         }
-        String sig = action.equals("kill") ? "KILL" : "STOP";
-        if (at.equals("during-commit")) {
-            long delayMs = delay instanceof Number ? ((Number) delay).longValue() : 0;
-            Thread t = new Thread(() -> {
-                Clients.sleepQuietly(delayMs);
-                Clients.signalSelf(sig);
-            }, "armed-" + at);
-            t.setDaemon(true);
-            t.start();
-        } else {
-            Clients.signalSelf(sig); // a stop returns once someone sends SIGCONT
-        }
+        ArmFile.signal(fired);
     }
 
     private void hook(String point) throws ClientError {

@@ -85,7 +85,6 @@ public final class ShareMember {
     private final Config cfg;
     private final long process;
     private final ArmFile armFile;
-    private Map<String, Object> armed;
     private long rounds;
     private final String inputTopic;
     private final String outputTopic;
@@ -563,26 +562,13 @@ public final class ShareMember {
      * before-commit; during-commit a timer into it) and after it (after-commit). An armed abort
      * releases the round's records instead of acknowledging them as decided.
      */
-    @SuppressWarnings("unchecked")
     private void hook(String point, List<String> kinds) {
-        Object change = armFile.changed();
-        if (change == ArmFile.DISARMED) {
-            armed = null;
-        } else if (change != null) {
-            armed = (Map<String, Object>) change;
-        }
-        if (armed == null) {
+        Map<String, Object> fired = armFile.fire(point, rounds);
+        if (fired == null) {
             return;
         }
-        String at = String.valueOf(armed.get("at"));
-        if (!at.equals(point) && !(at.equals("during-commit") && point.equals("before-commit"))) {
-            return;
-        }
-        String action = String.valueOf(armed.get("action"));
-        Object delay = armed.get("delay_ms");
-        armed = null;
-        armFile.writeFired(Json.obj("at", at, "action", action, "txn", rounds,
-                "pid", ProcessHandle.current().pid()));
+        String at = String.valueOf(fired.get("at"));
+        String action = String.valueOf(fired.get("action"));
         Clients.warn("member " + process + ": armed " + action + " at " + at + " of round " + rounds);
         if (action.equals("abort")) {
             for (int i = 0; i < kinds.size(); i++) {
@@ -590,18 +576,7 @@ public final class ShareMember {
             }
             return;
         }
-        String sig = action.equals("kill") ? "KILL" : "STOP";
-        if (at.equals("during-commit")) {
-            long delayMs = delay instanceof Number ? ((Number) delay).longValue() : 0;
-            Thread t = new Thread(() -> {
-                Clients.sleepQuietly(delayMs);
-                Clients.signalSelf(sig);
-            }, "armed-" + at);
-            t.setDaemon(true);
-            t.start();
-        } else {
-            Clients.signalSelf(sig); // a stop returns once someone sends SIGCONT
-        }
+        ArmFile.signal(fired);
     }
 
     private void hooks(List<String> kinds, String... points) {
