@@ -499,10 +499,19 @@ SHARE: Final = (
     ),
     _share(
         "delivery-count",
-        "a delivery count repeated, lower than an earlier delivery's, or above the limit",
+        "a delivery count above the group's delivery limit",
         "deliveries",
         ("value", "kind", "partition", "offset", "limit", "deliveries"),
-        kinds=("repeated", "skipped-back", "over-limit"),
+        kinds=("over-limit",),
+    ),
+    _share(
+        "delivery-count-reset",
+        "a delivery count repeated, or lower than an earlier delivery's: allowed, KIP-932 "
+        "persists no acquisition, so a share-partition leader change forgets one",
+        "deliveries",
+        ("value", "kind", "partition", "offset", "limit", "deliveries"),
+        kinds=("repeated", "skipped-back"),
+        allowed=True,
     ),
     _share(
         "aborted-read",

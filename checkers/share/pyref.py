@@ -14,8 +14,9 @@ error; "before"/"after" = the merged history's order):
 * no delivery of a record with a higher count completes after the poll of a lower-count
   delivery was invoked and before its holder invokes an acknowledgement of it the broker then
   takes (``concurrent-acquisition``);
-* a record's delivery counts are never repeated, never lower than the count of a delivery
-  that completed before the poll was invoked, never above the limit (``delivery-count``);
+* a record's delivery counts are never above the limit (``delivery-count``); one repeated,
+  or lower than the count of a delivery that completed before the poll was invoked, is
+  reported as allowed (``delivery-count-reset``: KIP-932 persists no acquisition);
 * under read_committed no aborted value is delivered or processed (``aborted-read``), and no
   value the seeder never sent is delivered or processed (``unknown-value``).
 """
@@ -160,7 +161,8 @@ def _counts(facts: ShareFacts, records: Any, add: Any) -> None:
                     continue
                 pair = (seen(d2),) if d1 is d2 else (seen(d1), seen(d2))
                 order = (p, o, d2[6], d2[4], d2[3], kind)
-                add("delivery-count", order, R.delivery_count, d2[2], kind, limit, *pair)
+                name = "delivery-count" if kind == "over-limit" else "delivery-count-reset"
+                add(name, order, R.delivery_count, d2[2], kind, limit, *pair)
 
 
 def _values(facts: ShareFacts, add: Any) -> None:

@@ -116,7 +116,8 @@ def delivery_count(value: str, kind: str, limit: int, *seen: Seen) -> dict[str, 
     then kind; ``seen``: the earlier delivery it is judged against (the first in (poll ok
     index, member, count) order; none for ``over-limit``) and it."""
     last = seen[-1]
-    return _TYPES["delivery-count"].make(
+    name = "delivery-count" if kind == "over-limit" else "delivery-count-reset"
+    return _TYPES[name].make(
         value=value,
         kind=kind,
         partition=last[2],
@@ -202,12 +203,17 @@ def result(
     max_examples: int,
     error: str | None = None,
 ) -> dict[str, Any]:
-    """The verdict on an engine's ``found`` (counts, examples): invalid iff any type has a
-    count (``undelivered`` too: a group that could not drain once the faults healed is a
-    liveness failure of the share group). With an ``error`` instead, ``valid: "unknown"``
-    and no counts: the run could not be judged."""
+    """The verdict on an engine's ``found`` (counts, examples): invalid iff a type that is
+    not allowed (``delivery-count-reset`` is) has a count (``undelivered`` too: a group that
+    could not drain once the faults healed is a liveness failure of the share group). With
+    an ``error`` instead, ``valid: "unknown"`` and no counts: the run could not be judged."""
     counts, examples = found or ({}, {})
     out = checker_result(CHECKER, ANOMALY_TYPES, counts, examples, stats, notes, max_examples)
+    allowed = [t for t in out["anomaly_types"] if _TYPES[t].allowed]
+    if allowed:
+        out["allowed_anomaly_types"] = allowed
+        out["bad_anomaly_types"] = [t for t in out["bad_anomaly_types"] if t not in allowed]
+        out["valid"] = not out["bad_anomaly_types"]
     if error is not None:
         out["valid"], out["error"] = "unknown", error
     return out

@@ -143,7 +143,8 @@ def cases(fr: dict[str, DataFrame], facts: ShareFacts) -> dict[str, DataFrame]:
         "concurrent-acquisition": pairs.groupBy(*holder.columns[:-1], *other.columns).agg(
             F.min("a").alias("a")
         ),
-        "delivery-count": repeated.unionByName(back).unionByName(over, allowMissingColumns=True),
+        "delivery-count": over,
+        "delivery-count-reset": repeated.unionByName(back),
         "aborted-read": values.where(aborted),
         "unknown-value": values.where(F.col("kind").isNull() & ~F.coalesce(aborted, F.lit(False))),
     }
@@ -231,7 +232,7 @@ def _delivery_count(
 ) -> list[Any]:
     found = []
     for r in bad.orderBy("p", "o", "po", "m", "c", "kind").limit(n).collect():
-        x = r["e"]
+        x = r.asDict().get("e")  # the earlier delivery (none for over-limit)
         pair = (_seen(r),)
         if x is not None:
             pair = ((x["epo"], x["em"], x["ep"], x["eo"], x["ec"]), _seen(r))
@@ -267,6 +268,7 @@ _EXAMPLES: Final = {
     "redelivered-after-ack": _redelivered,
     "concurrent-acquisition": _concurrent,
     "delivery-count": _delivery_count,
+    "delivery-count-reset": _delivery_count,
     "aborted-read": _values("aborted-read"),
     "unknown-value": _values("unknown-value"),
 }
