@@ -22,8 +22,9 @@ def test_java_processor_fires_at_exactly_the_hook_points() -> None:
     src = JAVA.read_text()
     fired = set(re.findall(r'\bhook\("([a-z-]+)"\)', src))
     assert fired == set(HOOK_POINTS), f"EosProcessor.java hooks {sorted(fired)}"
-    during = set(re.findall(r'at\.equals\("([a-z-]+)"\)', src))
-    assert during == {DURING_COMMIT}, f"EosProcessor.java compares the armed moment with {during}"
+    arm = (JAVA.parent / "ArmFile.java").read_text()  # where an armed moment fires
+    during = set(re.findall(r'at\.equals\("([a-z-]+)"\)', src + arm))
+    assert during == {DURING_COMMIT}, f"the Java processor compares the armed moment with {during}"
     actions = set(re.findall(r'action\.equals\("([a-z]+)"\)', src))
     assert actions <= {*ARMED_ACTIONS, "exit"} and {"kill", "abort"} <= actions
 
@@ -35,3 +36,12 @@ def test_python_processor_fires_at_exactly_the_hook_points() -> None:
     assert '"during-commit"' not in src, (
         "eos_processor.py spells during-commit instead of DURING_COMMIT"
     )
+
+
+def test_both_share_members_fire_at_exactly_the_hook_points() -> None:
+    """The share members (Python and Java) name the same moments, every hook point once or
+    more, and no other."""
+    for path in (ROOT / "workloads/share/member.py", JAVA.parent / "ShareMember.java"):
+        calls = re.findall(r"\bhooks\(\s*(?:decided|kinds)\s*,([^)]*)\)", path.read_text())
+        named = {n for call in calls for n in re.findall(r'"([a-z-]+)"', call)}
+        assert named == set(HOOK_POINTS), f"{path.name} fires at {sorted(named)}"
