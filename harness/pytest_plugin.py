@@ -233,16 +233,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """One embedded Spark session per worker, shared by every check of its tests (starting
-    Spark costs seconds; the checkers reuse a running session and leave it running)."""
-    from checkers.spark import start_spark, stop_spark
+def _spark_until_the_end() -> Iterator[None]:
+    """Ends the worker's Spark JVM after its last test."""
+    yield
+    from checkers.spark import stop_spark
 
-    session = start_spark()
-    try:
-        yield session
-    finally:
-        stop_spark()
+    stop_spark()
+
+
+@pytest.fixture
+def spark(_spark_until_the_end: None) -> object:
+    """The worker's embedded Spark session, shared by every check of its tests (starting
+    Spark costs seconds; the checkers reuse a running session and leave it running). Asked
+    for per test: a module of tests that ends the JVM it used (its own ``spark`` fixture)
+    leaves no dead session behind for the next test here, which gets a new one."""
+    from checkers.spark import start_spark
+
+    return start_spark()
 
 
 class HistoryDir:
