@@ -9,11 +9,32 @@ package's ``control`` module holds the object that satisfies it.
 
 Instances are the processes' history process ids; pids, group ids and transactional ids are
 of the live ones, looked up when a fault asks.
+
+A group's state may live beyond its group coordinator's partition of ``__consumer_offsets``:
+a share group (KIP-932) keeps each share partition's state in a partition of
+``__share_group_state``, led by a share coordinator. The clients name that state by its
+coordinator keys (:meth:`ClientControl.state_keys`), not by partitions: which partition holds
+a key depends on the brokers' settings, which only the cluster's side knows, and on Kafka's
+hash, which the harness computes (``harness.kafka.coordinators``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+
+class StateKey(NamedTuple):
+    """One piece of the clients' group state on an internal topic: its leader is the
+    coordinator of that state, a target for faults aimed at the group's coordinators."""
+
+    #: The internal topic that holds it (``__share_group_state``).
+    topic: str
+    #: The coordinator key Kafka hashes to choose the topic's partition.
+    key: str
+    #: What its leader is to the group (``share coordinator``).
+    coordinator: str
+    #: Whose state it is, for a reader of the history (``<input topic>-<partition>``).
+    holds: str
 
 
 @runtime_checkable
@@ -81,6 +102,12 @@ class ClientControl(Protocol):
 
     def transactional_ids(self) -> dict[int, str]:
         """Live processes' transactional ids (what a hijack fences); empty: none."""
+        ...
+
+    def state_keys(self) -> tuple[StateKey, ...]:
+        """The clients' group state beyond the group coordinator's own partition (a share
+        group's share-partition state); empty: none, or not known yet. Never raises: a fault
+        asks while brokers fail, and aims at the group coordinator instead."""
         ...
 
     def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:

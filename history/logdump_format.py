@@ -15,8 +15,9 @@ LOGDUMP_FORMAT: Final = 1
 #: Header key that carries the version; its presence is also what marks a file as a log dump.
 HEADER_KEY: Final = "logdump_format"
 
-#: Record ``kind`` values: user data, ``__consumer_offsets``, ``__transaction_state``.
-KINDS: Final = ("data", "offsets", "txnlog")
+#: Record ``kind`` values: user data, ``__consumer_offsets``, ``__transaction_state``,
+#: ``__share_group_state`` (share groups' acknowledged state, Kafka 4.0 on).
+KINDS: Final = ("data", "offsets", "txnlog", "share-state")
 #: Kinds whose records come from producers (and so carry producer ids, epochs and markers).
 TXN_KINDS: Final = ("data", "offsets")
 #: Values of a control record's ``marker``.

@@ -2,9 +2,9 @@
 
 Nemeses do not import the harness or the workloads: they are handed objects that have these
 methods. A cluster's abilities are small protocols (:class:`Lookups`, :class:`NetworkFaults`,
-:class:`Signals`, :class:`Toxics`, :class:`ClientCuts`), as Jepsen's optional database
-abilities are: a fault kind names the ones it needs, and ``all`` leaves out the kinds a cluster
-cannot serve (:func:`abilities_of`). The harness's backends have them all
+:class:`Signals`, :class:`Toxics`, :class:`ClientCuts`, :class:`Topics`), as Jepsen's
+optional database abilities are: a fault kind names the ones it needs, and ``all`` leaves out
+the kinds a cluster cannot serve (:func:`abilities_of`). The harness's backends have them all
 (:class:`ClusterControl`). The clients are one protocol every workload satisfies in full,
 ``history.clientcontrol.ClientControl`` (the contract both sides import). Unit tests hand in
 fakes; integration tests the real things.
@@ -23,6 +23,11 @@ class Lookups(Protocol):
     def leader(self, topic: str, partition: int) -> int | None: ...
     def group_coordinator(self, group_id: str) -> int | None: ...
     def txn_coordinator(self, transactional_id: str) -> int | None: ...
+    def coordinator_partition(self, topic: str, key: str) -> int:
+        """The partition of a coordinators' log (``__share_group_state``, ...) that holds
+        ``key`` (``history.clientcontrol.StateKey``): the brokers' settings size the log."""
+        ...
+
     def active_controller(self) -> int: ...
     def registered_brokers(self) -> set[int]: ...
 
@@ -86,12 +91,25 @@ class ClientCuts(Protocol):
         ...
 
 
+@runtime_checkable
+class Topics(Protocol):
+    """A topic changed under load: partitions added through the admin API."""
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def add_partitions(self, topic: str, total: int, timeout: float = 60.0) -> None:
+        """Grow ``topic`` to ``total`` partitions; returns once every partition has a
+        leader and a full ISR."""
+        ...
+
+
 #: The abilities a fault kind may need (``nemeses.kinds.FaultKind.needs``), by name.
 ABILITIES: dict[str, type] = {
     "network": NetworkFaults,
     "signals": Signals,
     "toxics": Toxics,
     "client-cuts": ClientCuts,
+    "topics": Topics,
 }
 
 
@@ -103,7 +121,7 @@ def abilities_of(cluster: object) -> frozenset[str]:
     return frozenset(name for name, ability in ABILITIES.items() if isinstance(cluster, ability))
 
 
-class ClusterControl(Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Protocol):
+class ClusterControl(Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Topics, Protocol):
     """Every ability together, and undoing every fault at once: what both of the harness's
     backends offer (``harness.substrate.api.Cluster`` extends it)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from history.schema import CUTS_CLIENT, FAULT_TRAITS, STOPS_CLIENT
 from nemeses.control import ABILITIES
-from nemeses.faults import base, brokers, clients, late, moments, network
+from nemeses.faults import base, brokers, clients, late, moments, network, topics
 from nemeses.recipes import RECIPES, Recipe, recipe
 from nemeses.targets import FaultContext
 
@@ -228,6 +228,19 @@ KINDS: dict[str, FaultKind] = {
             needs_hooks=True,
             description="pause, isolate or client-cut a processor's transaction or group "
             "coordinator while its EndTxn or offset commit is about to go out",
+        ),
+        FaultKind(
+            "add-partitions",
+            topics.add_partitions_params,
+            topics.add_partitions_start,
+            base.noop_stop,
+            needs=("topics",),
+            needs_clients=True,
+            instant=True,
+            bug_probe=True,
+            description="add one or two partitions to the clients' input topic under load "
+            "(a share group starting them at the latest offset loses what was written to "
+            "them first: KAFKA-20742)",
         ),
         FaultKind(
             "hijack",

@@ -95,6 +95,17 @@ RECIPES: dict[str, Recipe] = {
             pinned={"coordinator-at": {"at": "before-commit", "fault": "kill"}},
             with_flags=("--session-timeout-ms 6000", "--transaction-timeout-ms 10000"),
         ),
+        Recipe(
+            name="kafka-20742",
+            description="partitions added to a share group's input topic under load, one or "
+            "two every ~12 s: with share.auto.offset.reset=latest an affected broker starts "
+            "their share partitions at the latest offset and never delivers what was written "
+            "to them first (KAFKA-20742, fixed in 4.4.0)",
+            kinds=("add-partitions",),
+            interval=12.0,
+            duration_range=(0.0, 0.0),
+            with_flags=("--workload share", "--share-offset-reset latest"),
+        ),
     )
 }
 

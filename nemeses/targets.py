@@ -18,6 +18,13 @@ from nemeses.control import ClusterControl
 
 BROKER_ROLES = ("txn-coordinator", "group-coordinator", "leader", "controller", "random")
 
+#: Bits of a ``pick`` below this shift choose the instance (or node); the bits above choose
+#: among what the clients name: a role among their processes
+#: (``ClientControl.processor_roles``) for a processor fault, a piece of their group state
+#: (``ClientControl.state_keys``) for ``group-coordinator``. A schedule drawn before those
+#: existed resolves exactly as it did, for clients that name none.
+ROLE_SHIFT = 20
+
 
 @dataclass
 class FaultContext:
@@ -52,10 +59,7 @@ def resolve_broker(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]
             tid = _slot_pick(list(tids.values()), pick)
             node, why = cluster.txn_coordinator(tid), f"txn coordinator of {tid}"
     elif clients is not None and role == "group-coordinator":
-        node, why = (
-            cluster.group_coordinator(clients.group_id),
-            (f"group coordinator of {clients.group_id}"),
-        )
+        node, why = _group_coordinator(cluster, clients, pick)
     elif clients is not None and role == "leader":
         topic = clients.output_topic if pick % 2 else clients.input_topic
         partition = (pick // 2) % 64
@@ -69,6 +73,30 @@ def resolve_broker(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, str]
     return node, why
 
 
+def _group_coordinator(
+    cluster: ClusterControl, clients: ClientControl, pick: int
+) -> tuple[int | None, str]:
+    """The group's coordinator, or one of the coordinators of the rest of its state.
+
+    A share group's state is spread over share coordinators, one per share partition's
+    state key (``ClientControl.state_keys``); the pick's high bits, k, choose the group
+    coordinator (k = 0) or the leader of the log partition that holds key k - 1. Clients
+    with no state keys get the group coordinator whatever the pick, as before keys existed.
+    """
+    group = clients.group_id
+    keys = clients.state_keys()
+    choice = (pick >> ROLE_SHIFT) % (1 + len(keys)) if keys else 0
+    if not choice:
+        return cluster.group_coordinator(group), f"group coordinator of {group}"
+    state = keys[choice - 1]
+    partition = cluster.coordinator_partition(state.topic, state.key)
+    why = f"{state.coordinator} of {group} (leader of {state.topic}-{partition}, for {state.holds})"
+    try:
+        return cluster.leader(state.topic, partition), why
+    except Exception:  # no live broker knows the log yet: nobody to hit there
+        return None, why
+
+
 def _leader_of(cluster: ClusterControl, topic: str, partition: int) -> int | None:
     # The partition pick is taken modulo the partitions that exist.
     for p in (partition, partition % 8, partition % 4, partition % 2, 0):
@@ -77,12 +105,6 @@ def _leader_of(cluster: ClusterControl, topic: str, partition: int) -> int | Non
         except Exception:  # that partition does not exist; try a smaller index
             continue
     return None
-
-
-#: Bits of a processor fault's ``pick`` below this shift choose the instance; the bits above
-#: choose a role among the ones the clients name (``ClientControl.processor_roles``), so a
-#: schedule drawn before roles existed resolves exactly as it did.
-ROLE_SHIFT = 20
 
 
 class ProcessorTarget(NamedTuple):

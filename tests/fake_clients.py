@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from history.clientcontrol import StateKey
+
 
 class NoClients:
-    """Clients with no process, no hook point, no role: the protocol's "none" answers."""
+    """Clients with no process, no hook point, no role, no state beyond the group
+    coordinator's: the protocol's "none" answers."""
 
     bootstrap = "localhost:1"
     group_id = "g"
@@ -30,6 +33,9 @@ class NoClients:
 
     def transactional_ids(self) -> dict[int, str]:
         return {}
+
+    def state_keys(self) -> tuple[StateKey, ...]:
+        return ()
 
     def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
         return None

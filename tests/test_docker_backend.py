@@ -234,6 +234,7 @@ def test_segments_are_classified_like_the_process_backend() -> None:
             "/dump/n1/out-0/00000000000000000000.log",
             "/dump/n1/__consumer_offsets-3/00000000000000000000.log",
             "/dump/n1/__transaction_state-1/00000000000000000000.log",
+            "/dump/n1/__share_group_state-7/00000000000000000000.log",
             "/dump/n1/__cluster_metadata-0/00000000000000000000.log",
             "/dump/n1/out-0/00000000000000000000.index",
             "/dump/n1/bootstrap.checkpoint",
@@ -243,6 +244,7 @@ def test_segments_are_classified_like_the_process_backend() -> None:
         "data": ["/dump/n1/out-0/00000000000000000000.log"],
         "offsets": ["/dump/n1/__consumer_offsets-3/00000000000000000000.log"],
         "txnlog": ["/dump/n1/__transaction_state-1/00000000000000000000.log"],
+        "share-state": ["/dump/n1/__share_group_state-7/00000000000000000000.log"],
     }
 
 

@@ -597,13 +597,13 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
 
 
 def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
-    """Correct clients expected INVALID where Kafka's bug lives (TV0 clients), the TV2
-    control expected valid, only where TV2 exists (4.x)."""
+    """Correct clients expected INVALID where Kafka's bug lives (TV0 clients; share groups
+    before 4.4.0), the controls expected valid where the fix is (TV2 on 4.x; 4.4.0 on)."""
     from harness.nightly.scenarios import SCENARIO_SETS, SCENARIOS, expand
 
     known = [SCENARIOS[n] for n in SCENARIO_SETS["known-bugs"]]
     assert all(s.variant == "eos" for s in known)  # no broken-on-purpose variant
-    cells = expand(["3.9.2", "4.3.1"], known)
+    cells = expand(["3.9.2", "4.3.1", "4.4.0"], known)
     got = [(c.version, c.scenario.name, c.transaction_version, c.scenario.expected) for c in cells]
     assert got == [
         ("3.9.2", "bug-delayed-endtxn-python", None, "invalid"),
@@ -613,6 +613,12 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("4.3.1", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.3.1", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
         ("4.3.1", "bug-zombie-kafkajs", 0, "invalid"),
+        ("4.3.1", "bug-kafka-20742", 0, "invalid"),
+        ("4.4.0", "bug-delayed-endtxn-python", 0, "invalid"),
+        ("4.4.0", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
+        ("4.4.0", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
+        ("4.4.0", "bug-zombie-kafkajs", 0, "invalid"),
+        ("4.4.0", "fixed-kafka-20742", 0, "valid"),
     ]
 
 

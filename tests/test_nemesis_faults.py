@@ -261,6 +261,15 @@ def test_processor_pause_zombie_and_kill(ctx: FaultContext) -> None:
     assert d["targets"][0] not in clients.processor_pids()
 
 
+def test_add_partitions_grows_the_input_topic_led_and_replicated(ctx: FaultContext) -> None:
+    c, topic = ctx.cluster, ctx.clients.input_topic
+    d = _run(ctx, "add-partitions", add=2)
+    assert d["topic"] == topic and d["partitions"] == [3, 5]
+    assert c.partition_count(topic) == 5
+    assert all(c.leader(topic, p) is not None for p in range(5))
+    assert KINDS["add-partitions"].instant and KINDS["add-partitions"].bug_probe
+
+
 def test_hijack_fences_the_live_producer(ctx: FaultContext) -> None:
     from confluent_kafka import KafkaException, Producer
 

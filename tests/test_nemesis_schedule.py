@@ -146,7 +146,13 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
     assert "pause-at" not in kinds and "coordinator-at" not in kinds
     assert "crash-clients" in kinds  # plain SIGKILLs need no hook points
     skipped = skipped_by_all(hooks=False)
-    assert set(skipped) == {"pause-at", "coordinator-at", "late-endtxn", "late-produce"}
+    assert set(skipped) == {
+        "pause-at",
+        "coordinator-at",
+        "late-endtxn",
+        "late-produce",
+        "add-partitions",
+    }
     assert "known Kafka bug" in skipped["late-endtxn"]
     assert "hook points" in skipped["pause-at"]
     with pytest.raises(ValueError, match="hook points"):
@@ -199,6 +205,10 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
         assert len(events) >= 4 and {e.kind for e in events} == {kind}
         assert all(6.0 <= e.duration <= 10.0 for e in events)
         assert all(0 <= e.params["release_delay_ms"] < 400 for e in events)
+    options = RunOptions(workload="share", time_limit=60, seed=5, nemesis="kafka-20742")
+    events = plan(options, True, 10.0).events
+    assert len(events) >= 3 and {e.kind for e in events} == {"add-partitions"}
+    assert {e.params["add"] for e in events} <= {1, 2}
 
 
 def test_a_cluster_without_an_ability_loses_the_kinds_that_need_it() -> None:

@@ -73,6 +73,18 @@ class Run:
             error = {"code": "UNACKNOWLEDGED", "message": "timed out", "count": len(rows)}
             rec.info("send", {"values": rows}, error)
 
+    def probe(self, *values: str, acked: bool = True) -> None:
+        """The supervisor's probes (``--share-offset-reset latest``): one per value, on
+        partition 1, after every committed value there."""
+        rec, rows = self.rec("supervisor"), []
+        for value in values:
+            rows.append([value, 1, self.ends[1] if acked else None])
+            if acked:
+                self.where[value] = (1, self.ends[1])
+                self.ends[1] += 1
+        rec.invoke("probe", {"values": [r[:2] for r in rows]})
+        rec.ok("probe", {"values": rows})
+
     def send_aborted(self, v: str, p: int = 0) -> None:
         rec = self.rec("seeder")
         rec.invoke("send-aborted", {"values": [[v, p]]})
@@ -268,6 +280,14 @@ def _nothing(run: Run) -> None:
     pass
 
 
+def _probes(run: Run) -> None:
+    """Probes are owed nothing: one delivered, accepted and written, one never delivered,
+    one that never landed."""
+    run.probe("probe-1-0", "probe-1-1")
+    run.probe("probe-1-2", acked=False)
+    run.consume(2, ("probe-1-0", 1))
+
+
 def _many_lost(run: Run) -> None:
     run.send(*(v(i) for i in range(11, 31)))
     for i in range(11, 31):
@@ -296,6 +316,7 @@ SCENARIOS: dict[str, tuple[Callable[[Path], Path], dict[str, int]]] = {
     ),
     "no-share-state": (planted(_undelivered, state="skip"), {"undelivered": 3}),
     "many-lost": (planted(_many_lost), {"lost": 20}),
+    "probes": (planted(_probes), {}),
     "reject-unknown": (planted(_reject_unknown), {}),
 }
 

@@ -9,6 +9,7 @@ itself between its commit and its processing, is invalid with ``lost``.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from history import Recorder
 from workloads.share import member
 from workloads.share.driver import summarize
 from workloads.share.options import ShareOptions
-from workloads.share.supervisor import _rows, outstanding
+from workloads.share.report import REPORT
+from workloads.share.state import _rows
+from workloads.share.supervisor import outstanding, probed
 
 
 def test_the_command_line_fills_the_share_options() -> None:
@@ -162,3 +165,72 @@ def test_accepting_before_processing_loses_records_when_killed(scenario: Any) ->
         and op["type"] == "ok" for h in op["value"].get("hit", [])
     ]  # fmt: skip
     assert {h["at"] for h in hits} & {"after-commit", "during-commit"}, hits
+
+
+def test_latest_is_the_group_s_reset_and_names_the_run() -> None:
+    o = ShareOptions(offset_reset="latest")
+    o.validate()
+    assert o.group_settings()["share.auto.offset.reset"] == "latest"
+    assert "latest" in o.name_parts()
+    with pytest.raises(HarnessError, match="--share-offset-reset is one of earliest, latest"):
+        ShareOptions(offset_reset="newest").validate()
+
+
+def test_a_partition_counts_as_probed_once_a_member_was_delivered_a_probe_from_it(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "supervisor.jsonl", "supervisor", [("ok", "probe", {"values": []})])
+    _write(
+        tmp_path / "0.jsonl",
+        0,
+        [("ok", "poll", {"records": [[0, 0, "probe-0-0", 1], [1, 4, "v000001", 1]]})],
+    )
+    assert probed(tmp_path) == {0}
+    _write(tmp_path / "1.jsonl", 1, [("ok", "poll", {"records": [[2, 1, "probe-2-1", 1]]})])
+    assert probed(tmp_path) == {0, 2}
+
+
+def test_the_report_plots_each_share_partition_s_start_offset() -> None:
+    points = REPORT.series[-1].points()
+    monitor = {"process": "share-monitor", "type": "ok", "f": "start-offsets"}
+    got = points({**monitor, "value": {"partitions": [[0, 12], [1, None], [3, 0]]}})
+    assert got == [("partition 0", 12.0), ("partition 3", 0.0)]
+    final = {"process": "final", "type": "ok", "f": "share-state"}
+    rows = [{"partition": 0, "start": 40, "end": 40}, {"partition": 1, "start": None}]
+    assert points({**final, "value": {"partitions": rows}}) == [("partition 0", 40.0)]
+    assert points({**monitor, "type": "info", "value": {}}) is None
+    assert points({"process": 0, "type": "ok", "f": "poll", "value": {}}) is None
+
+
+def test_the_seeder_follows_partitions_added_under_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seeder's count of partitions grows with the topic's metadata and never shrinks;
+    a metadata request that fails changes nothing."""
+    from types import SimpleNamespace
+
+    from common.waits import wait_for
+    from workloads import seeder
+
+    monkeypatch.setattr(seeder, "FOLLOW_S", 0.01)
+    answers: list[Any] = [5, RuntimeError("brokers away"), 4]
+
+    class Producer:
+        def list_topics(self, topic: str, timeout: float) -> Any:
+            answer = answers.pop(0) if answers else 4
+            if isinstance(answer, Exception):
+                raise answer
+            parts = {p: None for p in range(answer)}
+            return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions=parts)})
+
+    s = seeder.Seeder("b:1", "in", 3, tmp_path / "seeder.jsonl", values=1)
+    stop = threading.Event()
+    follower = threading.Thread(target=s._follow, args=(Producer(), stop))
+    follower.start()
+    try:
+        wait_for(lambda: not answers, timeout=10, what="every answer read")
+        assert s.partitions == 5
+    finally:
+        stop.set()
+        follower.join(timeout=10)
+    assert not follower.is_alive()

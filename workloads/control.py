@@ -4,8 +4,8 @@ Each workload package's ``control`` module holds the object its driver hands the
 all stand on :class:`SupervisedControl`: a supervisor's live processes (pids, group ids,
 transactional ids) and the names faults aim at, with every ability a workload may lack
 answered "none" (no commit-time pause, no hook points, no roles, the schedule's own crash
-spacing). A package's class overrides what its processes can do; the protocol's test holds
-each of them to every member.
+spacing, no group state beyond the group coordinator's). A package's class overrides what
+its processes can do; the protocol's test holds each of them to every member.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.errors import HarnessError
+from history.clientcontrol import StateKey
 from workloads.processes import Supervisor
 
 
@@ -55,6 +56,11 @@ class SupervisedControl:
 
     def transactional_ids(self) -> dict[int, str]:
         return self.supervisor.transactional_ids()
+
+    def state_keys(self) -> tuple[StateKey, ...]:
+        """None: a consumer group's state is all on its group coordinator (a share group's
+        is not: ``workloads.share.control``)."""
+        return ()
 
     def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
         """No roles: every process is as good a target as another."""

@@ -35,6 +35,8 @@ log = logging.getLogger("workloads.seeder")
 
 #: How long an unacknowledged send may stay in flight (rides out elections and partitions).
 DELIVERY_TIMEOUT_MS = 120_000
+#: How often the seeder asks how many partitions its topic has (a fault may add some).
+FOLLOW_S = 2.0
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Seeder:
             history_path, "seeder", meta={"workload": "eos", "role": "seeder", **(meta or {})}
         )
         self.result = SeedResult()
+        self._done = threading.Event()
 
     def run(self, stop: threading.Event | None = None) -> SeedResult:
         """Send everything, paced over ``seconds``; returns early (recorded) if ``stop`` is set."""
@@ -95,6 +98,10 @@ class Seeder:
                 "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
             }
         )
+        follower = threading.Thread(
+            target=self._follow, args=(producer, stop), name="seeder-partitions", daemon=True
+        )
+        follower.start()
         poison = None
         if self.poison_every:
             poison = Producer({**common, "transactional.id": self.poison_txn_id})
@@ -118,12 +125,27 @@ class Seeder:
                 # Pacing (a rate, not synchronisation): the next batch is due at t0 + k*interval.
                 stop.wait(max(0.0, t0 + (n + 1) * interval - time.monotonic()))
         finally:
+            self._done.set()
+            follower.join(timeout=10)
             producer.flush(5)
             if poison is not None:
                 poison.flush(5)
             self.rec.close()
         self.result.seconds = time.monotonic() - t0
         return self.result
+
+    def _follow(self, producer: Any, stop: threading.Event) -> None:
+        """Keep :attr:`partitions` at the topic's partition count, so partitions added under
+        load (the ``add-partitions`` fault) get values too; a metadata request that fails
+        (a fault) leaves the count as it was. Only ever grows: Kafka cannot remove one."""
+        while not (stop.is_set() or self._done.wait(FOLLOW_S)):
+            try:
+                meta = producer.list_topics(self.topic, timeout=FOLLOW_S)
+            except Exception:  # brokers unreachable for now: asked again next time
+                continue
+            topic = meta.topics.get(self.topic)
+            if topic is not None and topic.error is None:
+                self.partitions = max(self.partitions, len(topic.partitions))
 
     def _send(self, producer: Any, indexes: list[int]) -> None:
         entries: list[list[Any]] = [[seed_value(i), i % self.partitions, None] for i in indexes]

@@ -28,8 +28,10 @@ from history.schema import HistoryError
 #: offset; ``op`` is the index of the ``send`` completion that acknowledged it.
 Input = tuple[str, int, int, int]
 #: (value, kind, op) of every value the seeder wrote or may have written: ``kind`` is
-#: ``input`` (acknowledged), ``maybe`` (sent, never acknowledged: it may have landed) or
-#: ``aborted`` (written in a transaction the seeder aborted); ``op`` the first op naming it.
+#: ``input`` (acknowledged), ``maybe`` (sent, never acknowledged: it may have landed),
+#: ``aborted`` (written in a transaction the seeder aborted) or ``probe`` (written by the
+#: supervisor before the seeder, to see each share partition deliver: owed nothing);
+#: ``op`` the first op naming it.
 Sent = tuple[str, str, int]
 #: (partition, offset, value, count, member, poll invoke index, poll ok index).
 Delivery = tuple[int, int, str, int, int, int, int]
@@ -43,7 +45,7 @@ Ack = tuple[int, int, str, str, int, int, "int | None", str, "str | None", "int 
 #: no example's evidence: it holds every record of its partition.)
 Output = tuple[int, int, "str | None", "str | None"]
 
-_PRIORITY: Final = {"input": 3, "aborted": 2, "maybe": 1}
+_PRIORITY: Final = {"input": 3, "aborted": 2, "maybe": 1, "probe": 0}
 
 
 @dataclass
@@ -120,6 +122,9 @@ class _Scan:
             self._seeder(op)
         elif process == "final":
             self._final(op)
+        elif process == "supervisor" and op["f"] == "probe" and op["type"] != "invoke":
+            for row in (op.get("value") or {}).get("values") or []:
+                self._send(str(row[0]), "probe", op["index"])
         elif isinstance(process, int):
             self._member(op, process)
 

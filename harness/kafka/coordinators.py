@@ -3,14 +3,22 @@
 A group's coordinator is the leader of partition ``abs(hash(group)) % N`` of
 ``__consumer_offsets``; a transactional id's coordinator is the leader of the same function's
 partition of ``__transaction_state`` (``hash`` being Java's ``String.hashCode`` and ``abs``
-Kafka's ``Utils.abs``, which maps ``Integer.MIN_VALUE`` to 0). Computing this locally costs
-nothing and needs no JVM; the tests cross-check it against the brokers' own answer.
+Kafka's ``Utils.abs``, which maps ``Integer.MIN_VALUE`` to 0). A share group's share
+coordinator for one share partition (KIP-932) is the leader of the same function's partition
+of ``__share_group_state``, for the key group id, topic id (Kafka's ``Uuid`` string: URL-safe
+base64, unpadded) and partition joined by colons (the key is built on the clients' side,
+``workloads.share.control``). N is the log's partition count; a broker takes it from the
+topic's metadata, or from the setting in :data:`LOG_PARTITIONS` while the topic does not
+exist yet, and creates the topic with that setting, so on the harness's clusters the setting
+is the count. Computing this locally costs nothing and needs no JVM; the tests cross-check
+it against the brokers' own answer, and the share keys against Kafka's own classes.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from typing import Protocol
 
 from common.errors import HarnessError
@@ -40,6 +48,21 @@ def kafka_abs(n: int) -> int:
 
 def partition_for(key: str, partitions: int) -> int:
     return kafka_abs(java_string_hash(key)) % partitions
+
+
+#: Each coordinators' log, with the broker setting that sizes it and Kafka's default for it.
+LOG_PARTITIONS: dict[str, tuple[str, int]] = {
+    "__consumer_offsets": ("offsets.topic.num.partitions", 50),
+    "__transaction_state": ("transaction.state.log.num.partitions", 50),
+    "__share_group_state": ("share.coordinator.state.topic.num.partitions", 50),
+}
+
+
+def log_partition_for(topic: str, key: str, settings: Mapping[str, str]) -> int:
+    """The partition of coordinators' log ``topic`` that holds ``key``, for brokers with
+    ``settings`` (Kafka's default where they leave the size unset)."""
+    setting, default = LOG_PARTITIONS[topic]
+    return partition_for(key, int(settings.get(setting, default)))
 
 
 def active_controller(cluster: Cluster) -> int:

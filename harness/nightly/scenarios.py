@@ -57,9 +57,15 @@ class Scenario:
     #: The oldest Kafka the scenario can run on (``--group-protocol consumer``: 4.0.0);
     #: older versions do not get the cell.
     min_kafka: str | None = None
+    #: The first Kafka it no longer runs on (a Kafka bug's fix version, for a scenario that
+    #: expects the bug's verdict); None: every version from ``min_kafka`` on.
+    before_kafka: str | None = None
 
     def runs_on(self, version: str) -> bool:
-        return self.min_kafka is None or KafkaVersion(version) >= KafkaVersion(self.min_kafka)
+        v = KafkaVersion(version)
+        if self.before_kafka is not None and v >= KafkaVersion(self.before_kafka):
+            return False
+        return self.min_kafka is None or v >= KafkaVersion(self.min_kafka)
 
     def run_args(self) -> list[str]:
         """The ``python -m harness run`` arguments of this scenario (no version, store, TV)."""
@@ -303,6 +309,24 @@ SCENARIOS: dict[str, Scenario] = {
             expected="invalid",
             min_kafka="4.2.0",
         ),
+        # KAFKA-20742 (F11): partitions added under load start at the latest offset under
+        # share.auto.offset.reset=latest before 4.4.0 (records lost); from 4.4.0 at 0.
+        *(
+            Scenario(
+                name,
+                workload="share",
+                flags=("--share-offset-reset", "latest"),
+                nemesis="kafka-20742",
+                time_limit=60,
+                expected=expected,
+                min_kafka=first,
+                before_kafka=fixed,
+            )
+            for name, expected, first, fixed in (
+                ("bug-kafka-20742", "invalid", "4.2.0", "4.4.0"),
+                ("fixed-kafka-20742", "valid", "4.4.0", None),
+            )
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -373,7 +397,13 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
     ),
     "connect": ("connect-all", "connect-worker-faults", "broken-connect-at-least-once"),
     "streams": ("streams-all", "streams-instance-faults", "broken-streams-at-least-once"),
-    "share": ("share-all", "share-java-all", "broken-share-accept-before-process"),
+    "share": (
+        "share-all",
+        "share-java-all",
+        "broken-share-accept-before-process",
+        "bug-kafka-20742",
+        "fixed-kafka-20742",
+    ),
     "knobs": ("eos-python-txn-delay", "eos-python-consumer-protocol", "eos-python-5-nodes"),
     # A Kafka or client release that fixes or re-breaks one shows in ``trends``.
     "known-bugs": (
@@ -381,6 +411,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "bug-delayed-endtxn-java-tv0",
         "fixed-delayed-endtxn-java-tv2",
         "bug-zombie-kafkajs",
+        "bug-kafka-20742",
+        "fixed-kafka-20742",
     ),
     # The same faults on every client of the registry (python and java: the nightly set).
     "clients": (

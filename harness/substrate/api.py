@@ -55,6 +55,10 @@ def default_broker_settings(
         "transaction.state.log.replication.factor": str(rf),
         "transaction.state.log.min.isr": str(isr),
         "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+        # Share groups' state (Kafka 4.0 on; an older broker logs the keys as unknown).
+        "share.coordinator.state.topic.replication.factor": str(rf),
+        "share.coordinator.state.topic.min.isr": str(isr),
+        "share.coordinator.state.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
         "unclean.leader.election.enable": "false",
@@ -74,6 +78,7 @@ _FLAG_KEYS = {
 _RF_ISR_KEYS = (
     ("default.replication.factor", "min.insync.replicas"),
     ("transaction.state.log.replication.factor", "transaction.state.log.min.isr"),
+    ("share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"),
     ("offsets.topic.replication.factor", None),
 )
 

@@ -102,7 +102,8 @@ def parse_dump(text: str, node_of: Mapping[str, int]) -> list[dict[str, Any]]:
 
 def classify_segments(paths: Iterable[str]) -> dict[str, list[str]]:
     """Segment files (``<dir>/<topic>-<partition>/<base offset>.log``) by kind of topic:
-    user data, offsets, transaction log; the cluster metadata log is left out. Ordered by
+    user data, offsets, transaction log, share-group state; the cluster metadata log is left
+    out. Ordered by
     partition directory, then file."""
     kinds: dict[str, list[str]] = {kind: [] for kind in KINDS}
     for path in sorted(paths, key=lambda p: PurePosixPath(p).parts[-2:]):
@@ -116,6 +117,8 @@ def classify_segments(paths: Iterable[str]) -> dict[str, list[str]]:
             kinds["offsets"].append(path)
         elif directory.startswith("__transaction_state"):
             kinds["txnlog"].append(path)
+        elif directory.startswith("__share_group_state"):
+            kinds["share-state"].append(path)
         else:
             kinds["data"].append(path)
     return kinds
@@ -125,6 +128,7 @@ _KIND_ARGS = {
     "data": ["--print-data-log"],
     "offsets": ["--offsets-decoder"],
     "txnlog": ["--transaction-log-decoder"],
+    "share-state": ["--share-group-state-decoder"],
 }
 
 
@@ -145,8 +149,8 @@ def write_logdump(
     ``segments`` lists each node's segment files. The files of one kind, every node's
     together, go to one invocation of the tool, ``dump(kind, files)``, run wherever the files
     are (a local JVM, a helper container); it returns the tool's output, or None when it
-    failed (that kind's records are then missing). Three starts of a JVM loading Kafka's
-    classes instead of three per node: at the end of a short run those starts are most of
+    failed (that kind's records are then missing). One start of a JVM loading Kafka's classes
+    per kind instead of one per kind and node: at the end of a short run those starts are most of
     the dump's time, and the verdict waits for it. Each record's node is its file's.
     """
     out_dir.mkdir(parents=True, exist_ok=True)

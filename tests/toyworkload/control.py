@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from history.clientcontrol import StateKey
+
 
 @dataclass
 class ToyClients:
@@ -25,6 +27,9 @@ class ToyClients:
 
     def processor_gids(self) -> dict[int, int]:
         return {}
+
+    def state_keys(self) -> tuple[StateKey, ...]:
+        return ()
 
     def aim_processor(self, role: str, pick: int) -> tuple[int, str] | None:
         return None

@@ -20,6 +20,8 @@ from workloads.clients import client_python_problem
 #: commits before it processes: a member killed in between loses the record).
 VARIANTS: Final = ("correct", "accept-before-process")
 ISOLATIONS: Final = ("read_committed", "read_uncommitted")
+#: Where a share partition starts when it is initialised (``share.auto.offset.reset``).
+OFFSET_RESETS: Final = ("earliest", "latest")
 
 #: A member's exit statuses: 0 SIGTERM or time limit, 2 bad configuration, 3 the client could
 #: not start, 7 the supervisor went away.
@@ -55,6 +57,14 @@ class ShareOptions:
     lock_ms: int = 15000
     delivery_limit: int = 5
     isolation: str = "read_committed"
+    #: The group's ``share.auto.offset.reset``. ``latest`` (Kafka's default) makes the
+    #: members join, and every share partition be initialised, before the first value is
+    #: written, so every committed value is still owed a delivery; partitions added later
+    #: must start at their beginning (KAFKA-20742).
+    offset_reset: str = "earliest"
+    #: Seconds between two looks at the share group's start offsets during the run (the
+    #: report's start offset over time); 0: only the final one.
+    monitor_s: float = 10.0
     #: The chance a member releases / rejects a record instead of accepting it.
     release_p: float = 0.05
     reject_p: float = 0.02
@@ -95,11 +105,11 @@ class ShareOptions:
         return self.topic
 
     def group_settings(self) -> dict[str, str]:
-        """The share group's settings: read from the earliest offset (records written before
-        the group's first member joined are delivered too), and this run's lock, limit and
-        isolation."""
+        """The share group's settings: where a share partition starts (by default the
+        earliest offset: records written before the group's first member joined are
+        delivered too), and this run's lock, limit and isolation."""
         mine = {key: str(getattr(self, name)) for name, key in GROUP_SETTINGS.items()}
-        return {"share.auto.offset.reset": "earliest", **mine}
+        return {"share.auto.offset.reset": self.offset_reset, **mine}
 
     def member_config(
         self, process: int, slot: int, bootstrap: str, history_path: str, drain_path: str,
@@ -135,6 +145,10 @@ class ShareOptions:
             raise HarnessError(f"--share-variant is one of {', '.join(VARIANTS)}")
         if self.isolation not in ISOLATIONS:
             raise HarnessError(f"--share-isolation is one of {', '.join(ISOLATIONS)}")
+        if self.offset_reset not in OFFSET_RESETS:
+            raise HarnessError(f"--share-offset-reset is one of {', '.join(OFFSET_RESETS)}")
+        if self.monitor_s < 0:
+            raise HarnessError("--share-monitor-s must be >= 0")
         if min(self.release_p, self.reject_p) < 0 or self.release_p + self.reject_p >= 1:
             raise HarnessError("--release-p and --reject-p must be >= 0 and sum below 1")
         if self.delivery_limit < 2:
@@ -166,7 +180,8 @@ class ShareOptions:
     def name_parts(self) -> list[str]:
         client = [] if self.client == client_registry.default("share") else [self.client]
         variant = [] if self.variant == "correct" else [self.variant]
-        return [f"m{self.members}", *variant, *client]
+        reset = [] if self.offset_reset == "earliest" else [self.offset_reset]
+        return [f"m{self.members}", *variant, *reset, *client]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ShareOptions:

@@ -1,8 +1,8 @@
 """What the report shows of a share run: the journey of a value through its deliveries (the
 seeder's send, each delivery with its member and delivery count, its processing, each
 acknowledgement with the broker's answer, the output's final read), and a figure of the
-records the members held (acquired, not yet acknowledged) and of the redeliveries, over
-time with the fault bands."""
+records the members held (acquired, not yet acknowledged) and of the redeliveries, and one of
+each share partition's start offset, over time with the fault bands."""
 
 from __future__ import annotations
 
@@ -87,6 +87,22 @@ def _held_and_redelivered() -> Points:
     return points
 
 
+def _start_offsets() -> Points:
+    """Per look of ``share-monitor`` (and the final ``share-state``): each share partition's
+    start offset. A start that jumps ahead of what was delivered, or a new partition that
+    starts above zero, is where records were skipped."""
+
+    def points(op: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+        value = op.get("value") if isinstance(op.get("value"), dict) else {}
+        if op.get("type") != "ok" or op.get("f") not in ("start-offsets", "share-state"):
+            return None
+        rows = value.get("partitions") or []
+        starts = [(r["partition"], r["start"]) if isinstance(r, dict) else r for r in rows]
+        return [(f"partition {p}", float(start)) for p, start in starts if start is not None]
+
+    return points
+
+
 FIGURES = Figures(
     throughput=_first_accepts,
     fed=lambda: seeded_values,
@@ -111,5 +127,6 @@ REPORT = ReportSpec(
             "records",
             _held_and_redelivered,
         ),
+        Series("share-partition start offsets", "offset", _start_offsets),
     ),
 )

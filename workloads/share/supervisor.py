@@ -11,8 +11,8 @@ process ``"final"``: the share group's start offset per partition beside the inp
 (``share-state``), and the output read to its end (``read``).
 
 Layout of a run directory: ``processes/<process>.jsonl`` (members), ``processes/seeder.jsonl``,
-``processes/supervisor.jsonl`` (spawns, exits), ``processes/final.jsonl``,
-``logs/member-<process>.log``.
+``processes/supervisor.jsonl`` (spawns, exits), ``processes/share-monitor.jsonl`` (the start
+offsets every few seconds), ``processes/final.jsonl``, ``logs/member-<process>.log``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,14 @@ from history import Recorder
 from workloads import client_registry, finalreads
 from workloads.processes import Child, Supervisor, child_env, spawn_command
 from workloads.seeder import SeedResult, seed_in_child
-from workloads.share.options import ISOLATIONS, VARIANTS, ShareOptions
+from workloads.share.options import ISOLATIONS, OFFSET_RESETS, VARIANTS, ShareOptions
 from workloads.share.report import FIGURES, REPORT
+from workloads.share.state import (
+    StartOffsetMonitor,
+    configure_group,
+    partition_count,
+    share_start_offsets,
+)
 from workloads.spec import Option, Variant, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -44,6 +50,11 @@ log = logging.getLogger("workloads.share.supervisor")
 DRAIN_POLL_S = 1.0
 #: A member lives at most this long past the load and the drain (a safety stop of its own).
 MEMBER_SLACK_S = 120.0
+#: How long the members may take to be delivered a probe from every input partition before
+#: the seeder writes, when the group starts at the latest offset; a new probe goes out
+#: every ``PROBE_WAIT_S`` until then.
+INIT_TIMEOUT_S = 90.0
+PROBE_WAIT_S = 3.0
 
 
 class ShareWorkload(Supervisor):
@@ -63,6 +74,13 @@ class ShareWorkload(Supervisor):
         self.drain_path = self.run_dir / "share-drain"
         self.seed_result: SeedResult | None = None
         self._command: list[str] | None = None
+        self.monitor = StartOffsetMonitor(
+            cluster,
+            options.group_id,
+            options.input_topic,
+            self.processes_dir / "share-monitor.jsonl",
+            options.monitor_s,
+        )
 
     def __enter__(self) -> ShareWorkload:
         return self
@@ -115,6 +133,52 @@ class ShareWorkload(Supervisor):
         python = self.options.client_python
         self._command = client_registry.command(manifest, "share", self.cluster, python)
         self._start_children(self.options.members, "share-supervisor")
+        if self.options.offset_reset == "latest":
+            self.probe()
+        self.monitor.start()
+
+    def probe(self) -> None:
+        """Under ``latest``: write a probe value to each input partition until a member has
+        been delivered one from it, so every value the seeder writes afterwards is owed a
+        delivery (a share partition that delivered a record has started at or before it).
+
+        Kafka's own view does not tell: ``kafka-share-groups.sh`` shows no start offset for
+        a share partition until something was acknowledged. Probes are ``probe`` ops of the
+        supervisor (``[value, partition, offset]``); the checkers owe them nothing.
+        """
+        from confluent_kafka import Producer
+
+        o = self.options
+        producer = Producer(
+            {"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "log_level": 0}
+        )
+        left = set(range(o.partitions))
+        deadline = time.monotonic() + INIT_TIMEOUT_S
+        round_ = 0
+        while left and time.monotonic() < deadline:
+            entries: list[list[Any]] = [[f"probe-{p}-{round_}", p, None] for p in sorted(left)]
+            self._record("invoke", "probe", {"values": [e[:2] for e in entries]})
+            for entry in entries:
+
+                def landed(err: Any, msg: Any, entry: list[Any] = entry) -> None:
+                    if err is None:
+                        entry[2] = msg.offset()
+
+                producer.produce(
+                    o.input_topic, value=entry[0].encode(), partition=entry[1], on_delivery=landed
+                )
+            producer.flush(10)
+            self._record("ok", "probe", {"values": entries})
+            round_ += 1
+            until = time.monotonic() + PROBE_WAIT_S
+            while left and time.monotonic() < until:
+                left -= probed(self.processes_dir)
+                time.sleep(0.2)  # members write their histories; a condition, polled
+        if left:
+            raise HarnessError(
+                f"no member was delivered a probe of {o.input_topic} partitions "
+                f"{sorted(left)} within {INIT_TIMEOUT_S:.0f}s"
+            )
 
     def seed(self, seconds: float, stop: threading.Event | None = None) -> SeedResult:
         """The seeder, its sends spread over ``seconds`` (the faults act meanwhile)."""
@@ -173,8 +237,10 @@ class ShareWorkload(Supervisor):
         o = self.options
         internal = self.cluster.internal_bootstrap
         meta = {"workload": "share", "role": "final"}
+        # The input may have more partitions than it started with (``add-partitions``).
+        inputs = partition_count(internal, o.input_topic, o.partitions)
         with Recorder(self.processes_dir / "final.jsonl", "final", meta) as rec:
-            ends = finalreads.record_watermarks(rec, internal, o.input_topic, o.partitions)
+            ends = finalreads.record_watermarks(rec, internal, o.input_topic, inputs)
             rec.invoke("share-state", {"group": o.group_id})
             try:
                 starts = share_start_offsets(self.cluster, o.group_id, o.input_topic)
@@ -186,7 +252,7 @@ class ShareWorkload(Supervisor):
                 lso = {r["partition"]: r["lso"] for r in ends or []}
                 parts = [
                     {"partition": p, "start": starts.get(p), "end": lso.get(p)}
-                    for p in range(o.partitions)
+                    for p in range(inputs)
                 ]
                 value = {"group": o.group_id, "partitions": parts, "drained": drained}
                 rec.ok("share-state", value)
@@ -197,6 +263,7 @@ class ShareWorkload(Supervisor):
         """After the load and the faults: drain, stop the members, record the final state."""
         drained = self.drain()
         codes = self.stop_members()
+        self.monitor.stop()
         log.info("share members stopped: %s", codes)
         observed = self.record_final(drained)
         return drained and observed
@@ -204,67 +271,11 @@ class ShareWorkload(Supervisor):
     def close(self) -> None:
         """Idempotent: no member outlives the workload, every file is closed."""
         self._stop_children(5.0, "processes")
+        self.monitor.stop()
         self._close_files()
 
 
-# --- what the harness asks of Kafka -------------------------------------------------------
-
-
-def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> None:
-    """Set a group's dynamic settings (``incrementalAlterConfigs`` on the GROUP resource)."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    entries = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()
-    ]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
-    last: Exception | None = None
-    for _attempt in range(5):
-        try:
-            for future in admin.incremental_alter_configs([resource]).values():
-                future.result(timeout=30)
-            return
-        except Exception as exc:  # a broker still electing: asked again
-            last = exc
-            time.sleep(1)
-    raise HarnessError(f"could not set the share group's settings {sorted(settings)}: {last}")
-
-
-def share_start_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int | None]:
-    """The group's start offset per partition of ``topic``, as Kafka's own
-    ``kafka-share-groups.sh --describe --offsets`` reports it (None: not initialised)."""
-    text = cluster.run_tool(
-        "ShareGroupCommand",
-        "--bootstrap-server",
-        cluster.internal_bootstrap,
-        "--describe",
-        "--group",
-        group,
-        "--offsets",
-    )
-    starts: dict[int, int | None] = {}
-    for row in _rows(text):
-        if row.get("TOPIC") == topic and row.get("PARTITION", "").isdigit():
-            start = row.get("START-OFFSET", "-")
-            starts[int(row["PARTITION"])] = int(start) if start.lstrip("-").isdigit() else None
-    return starts
-
-
-def _rows(text: str) -> list[dict[str, str]]:
-    """The rows of a tool's space-aligned table (the header line names the columns)."""
-    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
-    header = next((i for i, ln in enumerate(lines) if "GROUP" in ln and "TOPIC" in ln), None)
-    if header is None:
-        return []
-    names = lines[header]
-    return [dict(zip(names, ln, strict=False)) for ln in lines[header + 1 :]]
+# --- what the drain waits for ----------------------------------------------------------
 
 
 def _ops(path: Path) -> Iterator[dict[str, Any]]:
@@ -303,6 +314,17 @@ def _taken(ops: Iterator[dict[str, Any]], delivery_limit: int) -> Iterator[str]:
     yield from (a[2] for a in pending if a[3] != "release")
 
 
+def probed(processes_dir: Path) -> set[int]:
+    """The input partitions some member was delivered a probe value from."""
+    found: set[int] = set()
+    for path in processes_dir.glob("[0-9]*.jsonl"):
+        for op in _ops(path):
+            if op["f"] == "poll" and op["type"] == "ok":
+                records = (op.get("value") or {}).get("records", [])
+                found.update(r[0] for r in records if str(r[2]).startswith("probe-"))
+    return found
+
+
 def outstanding(processes_dir: Path, delivery_limit: int) -> set[str]:
     """Committed inputs (the seeder's acknowledged values) that no member's ops may have
     settled yet (:func:`_taken`): what the drain waits for. The checkers judge the run; this
@@ -337,6 +359,20 @@ SPEC = WorkloadSpec(
         Option("--lock-ms", "lock_ms", "the group's record lock duration", int, metavar="MS"),
         Option("--delivery-limit", "delivery_limit", "the group's delivery count limit", int),
         Option("--share-isolation", "isolation", "the group's isolation", choices=ISOLATIONS),
+        Option(
+            "--share-offset-reset",
+            "offset_reset",
+            "where a new share partition starts (latest: members initialise every partition "
+            "before the first write)",
+            choices=OFFSET_RESETS,
+        ),
+        Option(
+            "--share-monitor-s",
+            "monitor_s",
+            "seconds between looks at the group's start offsets (0: the final one only)",
+            float,
+            metavar="S",
+        ),
         Option("--release-p", "release_p", "chance a record is released", float, metavar="P"),
         Option("--reject-p", "reject_p", "chance a record is rejected", float, metavar="P"),
         Option("--max-records", "max_records", "records a poll may return", int, metavar="N"),

@@ -86,10 +86,17 @@ class MetadataLookups(Nodes[N]):
     def isr(self, topic: str, partition: int) -> list[int]:
         return list(self.partition_view(topic, partition).isr)
 
+    def coordinator_partition(self, topic: str, key: str) -> int:
+        """The partition of coordinators' log ``topic`` (``__consumer_offsets``,
+        ``__transaction_state``, ``__share_group_state``) that holds ``key``: computed here,
+        where the brokers' settings are, for clients that can only name their keys
+        (``history.clientcontrol.StateKey``)."""
+        return coordinators.log_partition_for(topic, key, self.settings)
+
     def group_coordinator(self, group_id: str) -> int | None:
-        p = coordinators.partition_for(group_id, int(self.settings["offsets.topic.num.partitions"]))
-        return self.leader("__consumer_offsets", p)
+        topic = "__consumer_offsets"
+        return self.leader(topic, self.coordinator_partition(topic, group_id))
 
     def txn_coordinator(self, transactional_id: str) -> int | None:
-        n = int(self.settings["transaction.state.log.num.partitions"])
-        return self.leader("__transaction_state", coordinators.partition_for(transactional_id, n))
+        topic = "__transaction_state"
+        return self.leader(topic, self.coordinator_partition(topic, transactional_id))

@@ -70,9 +70,15 @@ class KafkaTools:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise HarnessError(f"creating topic {topic} failed: {exc}") from None
 
+        self._wait_led(topic, partitions, replication, timeout)
+
+    def _wait_led(self, topic: str, partitions: int, replication: int, timeout: float) -> None:
+        """Wait until ``topic`` has ``partitions`` partitions, each with a leader and a full
+        ISR."""
+        admin = self.admin()
+
         def all_led() -> bool:
-            md = admin.list_topics(topic=topic, timeout=5)
-            t = md.topics.get(topic)
+            t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
             return (
                 t is not None
                 and t.error is None
@@ -81,6 +87,27 @@ class KafkaTools:
             )
 
         wait_for(all_led, timeout=timeout, what=f"leaders and full ISR for {topic}")
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has now (the brokers' metadata)."""
+        md = self.admin().list_topics(topic=topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise HarnessError(f"no metadata for topic {topic}: {None if t is None else t.error}")
+        return len(t.partitions)
+
+    def add_partitions(self, topic: str, total: int, timeout: float = 60.0) -> None:
+        """Grow ``topic`` to ``total`` partitions (``createPartitions``) and wait until
+        every partition has a leader and a full ISR, as :meth:`ensure_topic` does."""
+        from confluent_kafka.admin import NewPartitions
+
+        admin = self.admin()
+        futures = admin.create_partitions([NewPartitions(topic, total)], request_timeout=timeout)
+        try:
+            futures[topic].result(timeout=timeout)
+        except Exception as exc:
+            raise HarnessError(f"adding partitions to {topic} failed: {exc}") from None
+        self._wait_led(topic, total, int(self.settings["default.replication.factor"]), timeout)
 
     def tool_command(
         self, simple_name: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS

@@ -1,0 +1,134 @@
+"""What the share workload asks of Kafka about its group: the group's own settings, its start
+offset per share partition, the input's partition count, and a look at the start offsets
+every few seconds while the run goes on (``share-monitor``'s history: the report plots it).
+
+The start offsets come from Kafka's own ``kafka-share-groups.sh --describe --offsets``
+(``ShareGroupCommand``): confluent-kafka's admin client has no share group calls, and the
+tool is what an operator would look at.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from common.errors import HarnessError
+from history import Recorder
+
+if TYPE_CHECKING:
+    from workloads.base import ClusterAccess as Cluster
+
+
+def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> None:
+    """Set a group's dynamic settings (``incrementalAlterConfigs`` on the GROUP resource)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    last: Exception | None = None
+    for _attempt in range(5):
+        try:
+            for future in admin.incremental_alter_configs([resource]).values():
+                future.result(timeout=30)
+            return
+        except Exception as exc:  # a broker still electing: asked again
+            last = exc
+            time.sleep(1)
+    raise HarnessError(f"could not set the share group's settings {sorted(settings)}: {last}")
+
+
+def partition_count(bootstrap: str, topic: str, at_least: int) -> int:
+    """How many partitions ``topic`` has now (a fault may have added some); ``at_least``
+    when the brokers do not say (it never shrinks)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        t = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+    except Exception:  # the metadata is not to be had: the count known so far
+        return at_least
+    return max(at_least, len(t.partitions)) if t is not None and t.error is None else at_least
+
+
+def share_start_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int | None]:
+    """The group's start offset per partition of ``topic``, as Kafka's own
+    ``kafka-share-groups.sh --describe --offsets`` reports it (None: not initialised)."""
+    text = cluster.run_tool(
+        "ShareGroupCommand",
+        "--bootstrap-server",
+        cluster.internal_bootstrap,
+        "--describe",
+        "--group",
+        group,
+        "--offsets",
+    )
+    starts: dict[int, int | None] = {}
+    for row in _rows(text):
+        if row.get("TOPIC") == topic and row.get("PARTITION", "").isdigit():
+            start = row.get("START-OFFSET", "-")
+            starts[int(row["PARTITION"])] = int(start) if start.lstrip("-").isdigit() else None
+    return starts
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    """The rows of a tool's space-aligned table (the header line names the columns)."""
+    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+    header = next((i for i, ln in enumerate(lines) if "GROUP" in ln and "TOPIC" in ln), None)
+    if header is None:
+        return []
+    names = lines[header]
+    return [dict(zip(names, ln, strict=False)) for ln in lines[header + 1 :]]
+
+
+class StartOffsetMonitor:
+    """Looks at the group's start offsets every ``interval`` seconds in a thread of its own,
+    each look one ``start-offsets`` op of process ``share-monitor`` (``ok`` with
+    ``partitions`` ``[[partition, start], ...]``, ``info`` when the tool failed)."""
+
+    def __init__(
+        self, cluster: Cluster, group: str, topic: str, path: Path, interval: float
+    ) -> None:
+        self.cluster, self.group, self.topic, self.interval = cluster, group, topic, interval
+        self.path = path
+        self._rec: Recorder | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="share-monitor", daemon=True)
+
+    def start(self) -> None:
+        if self.interval > 0 and self._rec is None:
+            meta = {"workload": "share", "role": "monitor"}
+            self._rec = Recorder(self.path, "share-monitor", meta=meta)
+            self._thread.start()
+
+    def _run(self) -> None:
+        rec = self._rec
+        assert rec is not None
+        while not self._stop.wait(self.interval):
+            rec.invoke("start-offsets", {"group": self.group})
+            try:
+                starts = share_start_offsets(self.cluster, self.group, self.topic)
+            except HarnessError as exc:
+                error = {"code": "QUERY_FAILED", "message": str(exc)[:300]}
+                rec.info("start-offsets", {"group": self.group}, error)
+                continue
+            parts = [[p, s] for p, s in sorted(starts.items())]
+            rec.ok("start-offsets", {"group": self.group, "partitions": parts})
+
+    def stop(self) -> None:
+        """Idempotent; a look under way finishes (bounded by the tool's timeout)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=90)
+        if self._rec is not None:
+            self._rec.close()
