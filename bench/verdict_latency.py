@@ -28,14 +28,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mainjob import ROOT, run_main_job, timed, timeline, wall
 
 _REFERENCE = """
 import json, sys, time
@@ -49,42 +48,24 @@ print(json.dumps({"seconds": time.monotonic() - t0, "valid": eos["valid"] is Tru
 """
 
 
-def _wall(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def _last_op_wall(history: Path) -> float:
     with open(history, "rb") as fh:
         fh.seek(max(0, history.stat().st_size - (1 << 20)))
         last = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    return _wall(json.loads(last)["wall"])
-
-
-def _phases(run_dir: Path) -> dict[str, float]:
-    timeline = json.loads((run_dir / "timeline.json").read_text())
-    return {p["phase"]: _wall(p["wall"]) for p in timeline["phases"]}
-
-
-def _timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    return time.monotonic() - t0, proc
+    return wall(json.loads(last)["wall"])
 
 
 def _run(args: argparse.Namespace) -> tuple[Path, float]:
-    store = Path(args.store)
-    cmd = [sys.executable, "-m", "harness", "run", "--workload", "eos", "--nemesis", "all"]
-    cmd += ["--time-limit", str(args.time_limit), "--seed", str(args.seed), "--store", str(store)]
-    print("running:", " ".join(cmd[1:]), flush=True)
-    wall, proc = _timed(cmd)
+    run_dir, seconds, proc = run_main_job(
+        Path(args.store), time_limit=args.time_limit, seed=args.seed
+    )
     if proc.returncode not in (0, 1):
         sys.exit(f"the run could not be judged (exit {proc.returncode}): {proc.stderr[-400:]}")
-    run_dir = (store / "eos-all" / "latest").resolve()
-    return run_dir, wall
+    return run_dir, seconds
 
 
 def measure(run_dir: Path, run_wall: float | None, time_limit: float | None) -> dict[str, Any]:
-    phases = _phases(run_dir)
+    phases = timeline(run_dir)
     drained = _last_op_wall(run_dir / "history.jsonl")
     logs_ready = phases["checking"]
     out: dict[str, Any] = {
@@ -102,7 +83,7 @@ def measure(run_dir: Path, run_wall: float | None, time_limit: float | None) -> 
     if run_wall is not None:
         out["run_wall_s"] = run_wall
         out["time_limit_s"] = time_limit
-    ref_s, proc = _timed([sys.executable, "-c", _REFERENCE, str(run_dir)])
+    ref_s, proc = timed([sys.executable, "-c", _REFERENCE, str(run_dir)])
     if proc.returncode != 0:
         sys.exit(f"the reference failed: {proc.stderr.strip()[-400:]}")
     ref = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -114,7 +95,7 @@ def measure(run_dir: Path, run_wall: float | None, time_limit: float | None) -> 
     shutil.rmtree(cold_dir, ignore_errors=True)
     shutil.copytree(run_dir, cold_dir, ignore=shutil.ignore_patterns(".parquet", "results.json"))
     try:
-        cold_s, proc = _timed([sys.executable, "-m", "checkers", str(cold_dir)])
+        cold_s, proc = timed([sys.executable, "-m", "checkers", str(cold_dir)])
     finally:
         shutil.rmtree(cold_dir, ignore_errors=True)
     out["cold_spark_check_s"] = cold_s

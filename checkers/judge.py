@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -69,6 +70,9 @@ class Judgement:
         self._started_spark = False
         self._spark_error: str | None = None
         self._lock = threading.Lock()
+        #: Seconds each check ran in :meth:`result`, by suite name (side by side, so they
+        #: overlap): the harness records them as the run's per-checker phases.
+        self.seconds: dict[str, float] = {}
 
     # --- the Spark context ------------------------------------------------------------
 
@@ -165,7 +169,7 @@ class Judgement:
                     parts[check.name] = unknown_result(self._spark_error or "no Spark session")
                     continue
                 ctx = replace(self.ctx, spark=spark.newSession() if check.spark else None)
-                futures[check.name] = pool.submit(check.run, ctx)
+                futures[check.name] = pool.submit(self._timed, check, ctx)
         bad_input: CheckerInputError | None = None
         for check in checks:  # in the suites' order, so the merged verdict's order is stable
             future = futures.get(check.name)
@@ -181,6 +185,15 @@ class Judgement:
             )
             raise RunDirUnusable(str(bad_input)) from bad_input
         return {c.name: parts[c.name] for c in checks if c.name in parts}
+
+    def _timed(self, check: RunDirCheck, ctx: RunContext) -> dict[str, Any]:
+        """``check.run``, its seconds kept in :attr:`seconds` (a failed check's too: the
+        time was spent)."""
+        t0 = time.monotonic()
+        try:
+            return check.run(ctx)
+        finally:
+            self.seconds[check.name] = round(time.monotonic() - t0, 3)
 
 
 def merge_verdicts(

@@ -168,7 +168,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.arguments import options_from_args
     from harness.run.progress import LiveProgress
     from harness.run.runner import run, start_run_dir
-    from harness.run.summary import print_summary
+    from harness.run.summary import print_summary, record_report
     from harness.run.verdict import exit_status
     from harness.run.workloads import get
 
@@ -190,10 +190,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not result.drained:
         lines.append("the final phase (drain, final reads) did not complete")
     report: Path | None = None
+    drawn = time.monotonic()
     try:
         report = write_report(run_dir)
     except Exception as exc:  # a failure to draw must not hide the run's outcome
         log.error("writing the report of %s failed: %s", run_dir, exc)
+    else:
+        record_report(run_dir, time.monotonic() - drawn)
     print_summary(
         verdict,
         run_dir,

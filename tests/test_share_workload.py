@@ -130,9 +130,13 @@ def test_the_summary_counts_deliveries_and_answers() -> None:
 # --- real runs ------------------------------------------------------------------------------
 
 
+def ops_of(run_dir: Path) -> list[dict[str, Any]]:
+    """Every op of a run's merged history."""
+    return [json.loads(line) for line in (run_dir / "history.jsonl").open()][1:]
+
+
 def _member_ops(run_dir: Path) -> list[dict[str, Any]]:
-    ops = [json.loads(line) for line in (run_dir / "history.jsonl").open()][1:]
-    return [op for op in ops if isinstance(op.get("process"), int)]
+    return [op for op in ops_of(run_dir) if isinstance(op.get("process"), int)]
 
 
 @pytest.mark.cluster
@@ -147,6 +151,13 @@ def test_correct_members_under_pauses_and_kills_are_valid(scenario: Any) -> None
     assert verdict["valid"] is True, verdict
     tally = summarize(_member_ops(result.run_dir)).tally or {}
     assert tally["accepted"] > 0 and tally["redeliveries"] > 0, tally
+    # The start offsets were looked at during the run, and moved with the acceptances.
+    looks = [
+        op for op in ops_of(result.run_dir)
+        if op["process"] == "share-monitor" and op["type"] == "ok"
+    ]  # fmt: skip
+    assert looks, "no start-offsets look completed"
+    assert any(start for op in looks for _p, start in op["value"]["partitions"]), looks
 
 
 @pytest.mark.cluster
@@ -155,11 +166,11 @@ def test_accepting_before_processing_loses_records_when_killed(scenario: Any) ->
     records it accepted and never wrote."""
     verdict, result, _report = scenario(
         "share", "abp", nemesis="crash-clients", time_limit=20, values=1500,
-        variant="accept-before-process", correct=False,
+        variant="accept-before-process", correct=False, monitor_s=0,
     )  # fmt: skip
     assert verdict["valid"] is False, verdict
     assert "lost" in verdict["bad_anomaly_types"], verdict["bad_anomaly_types"]
-    ops = [json.loads(line) for line in (result.run_dir / "history.jsonl").open()][1:]
+    ops = ops_of(result.run_dir)
     hits = [
         h for op in ops if op["process"] == "nemesis-clients" and op["f"] == "stop"
         and op["type"] == "ok" for h in op["value"].get("hit", [])

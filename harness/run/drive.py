@@ -28,13 +28,18 @@ class Drive:
 
     ``load_over`` is called once the faulty phase is over (:meth:`faults` ends), before the
     driver's last phase: the runner stops warming Spark up there, so the warm-up's last round
-    ends during the drain instead of delaying the verdict."""
+    ends during the drain instead of delaying the verdict.
+
+    ``mark`` is told when the faulty phase begins (``"load"``), when its healing begins
+    (``"healing"``) and ends (``"healed"``): the runner's timeline, so a run's
+    ``summary.json`` says how long the load, the heal and the driver's last phase took."""
 
     cluster: Cluster
     options: RunOptions
     run_dir: Path
     nemeses: list[Nemesis] = field(default_factory=list)
     load_over: Callable[[], None] | None = None
+    mark: Callable[[str], None] | None = None
 
     @contextlib.contextmanager
     def faults(self, workload: Any, clients: ClientControl) -> Iterator[RunContext]:
@@ -43,18 +48,26 @@ class Drive:
         final reads) sees a whole cluster."""
         ctx = RunContext(self.cluster, workload, self.options, self.run_dir, clients)
         started: list[Nemesis] = []
+        mark = self.mark or _unmarked
+        mark("load")
         try:
             for nemesis in self.nemeses:
                 nemesis.start(ctx)
                 started.append(nemesis)
             yield ctx
         finally:
+            mark("healing")
             try:
                 call_all(started, "stop", ctx)
                 call_all(started, "heal", ctx)
             finally:
+                mark("healed")
                 if self.load_over is not None:
                     self.load_over()
+
+
+def _unmarked(name: str) -> None:
+    """No timeline to tell (a test's own :class:`Drive`)."""
 
 
 def call_all(nemeses: list[Nemesis], method: str, ctx: RunContext) -> None:

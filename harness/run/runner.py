@@ -4,9 +4,10 @@
 (``harness.run.workloads``). A run writes everything into ``<store>/<test-name>/<timestamp>/``:
 ``config.json`` (the full configuration, with the workload's checker suites), one history
 file per process in ``processes/``, the merged ``history.jsonl``, client logs in ``logs/``,
-``summary.json`` (plain counts), the cluster's evidence (node logs,
-``evidence/logdump.jsonl``) and the checkers' ``results.json``, and points ``<store>/latest``
-(and ``<store>/<test-name>/latest``) at it.
+``summary.json`` (plain counts, and the seconds of each phase of the run), the cluster's
+evidence (node logs, ``evidence/logdump.jsonl``), ``timeline.json`` (when each phase began) and
+the checkers' ``results.json``, and points ``<store>/latest`` (and ``<store>/<test-name>/latest``)
+at it.
 
 The workload's driver (``workloads.<name>.driver``) runs its phases and says when the nemeses
 act; the runner merges the history even when the run fails half-way, so whatever happened is
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from harness.run.drive import Drive
 from harness.run.nemesis import ScheduledNemesis, fault_kinds
 from harness.run.options import Nemesis, RunOptions
+from harness.run.summary import record_phases
 from harness.run.verdict import judge
 from harness.run.workloads import complete
 from harness.run.workloads import get as get_workload
@@ -110,12 +112,13 @@ def execute(
     nemeses: list[Nemesis] | None = None,
     *,
     load_over: Callable[[], None] | None = None,
+    mark: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run the workload on an already started cluster; the history lands in ``run_dir``.
 
     Tests call this with their session cluster (and unique topic names); ``run`` calls it
-    with a fresh cluster whose evidence is stored in the same directory. ``load_over``: see
-    :class:`Drive`.
+    with a fresh cluster whose evidence is stored in the same directory. ``load_over`` and
+    ``mark`` (the run's :meth:`Timeline.mark`): see :class:`Drive`.
     """
     options = complete(options)
     workload = get_workload(options.workload)
@@ -125,7 +128,7 @@ def execute(
     history_path = run_dir / "history.jsonl"
     completed = False
     try:
-        drive = Drive(cluster, options, run_dir, list(nemeses or []), load_over)
+        drive = Drive(cluster, options, run_dir, list(nemeses or []), load_over, mark)
         outcome = workload.drive(drive)
         completed = True
     finally:
@@ -188,9 +191,10 @@ def run(
     if not verdict:
         timeline.phase("starting the cluster")
         result, _ = _run_on_cluster(
-            options, nemeses, run_dir, cluster_config, timeline.phase, prepare=False
+            options, nemeses, run_dir, cluster_config, timeline, prepare=False
         )
         timeline.phase("recorded")
+        record_phases(run_dir)
         return result
     from checkers.warm import prewarm
 
@@ -200,38 +204,62 @@ def run(
     try:
         timeline.phase("starting the cluster")
         result, judgement = _run_on_cluster(
-            options, nemeses, run_dir, cluster_config, timeline.phase, load_over=warm.stop
+            options, nemeses, run_dir, cluster_config, timeline, load_over=warm.stop
         )
         timeline.phase("checking")
         warm.finish()
         result.verdict = judge(run_dir, judgement=judgement)
+        if judgement is not None:
+            timeline.checks = dict(judgement.seconds)
         timeline.phase("judged")
     finally:
         warm.close()
+    record_phases(run_dir)
     return result
 
 
 class Timeline:
     """When each phase of a run began (wall clock), kept in ``timeline.json`` as it goes:
-    where a run's time went, and what ``bench/verdict_latency.py`` measures."""
+    where a run's time went (``summary.json``'s ``phases`` are derived from it, see
+    :func:`harness.run.summary.phase_seconds`), and what ``bench/verdict_latency.py`` measures.
+
+    ``phases`` are the ones the progress line shows (``on_phase``); ``marks`` are moments
+    inside the running phase that it does not (the load, the heal, the heal's end, told by
+    :class:`Drive`), kept apart so the phases' list stays what it was; ``checks`` are the
+    seconds each checker suite ran.
+    """
 
     def __init__(self, path: Path, on_phase: Callable[[str], None]) -> None:
         self.path = path
         self.on_phase = on_phase
         self.phases: list[dict[str, Any]] = []
+        self.marks: list[dict[str, Any]] = []
+        self.checks: dict[str, float] = {}
 
     def phase(self, name: str) -> None:
-        now = time.time()
-        self.phases.append(
-            {
-                "phase": name,
-                "wall": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
-                + f".{int(now % 1 * 1e6):06d}Z",
-            }
-        )
-        self.path.write_text(json.dumps({"phases": self.phases}, indent=1) + "\n")
+        self.phases.append({"phase": name, "wall": _wall_now()})
+        self._write()
         if name != "judged":
             self.on_phase(name)
+
+    def mark(self, name: str) -> None:
+        """A moment inside a phase, recorded without telling the progress line."""
+        self.marks.append({"mark": name, "wall": _wall_now()})
+        self._write()
+
+    def _write(self) -> None:
+        out: dict[str, Any] = {"phases": self.phases}
+        if self.marks:
+            out["marks"] = self.marks
+        if self.checks:
+            out["checks"] = self.checks
+        self.path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _wall_now() -> str:
+    """Now, as the history's ``wall`` fields are written (UTC, microseconds)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
 def _run_on_cluster(
@@ -239,7 +267,7 @@ def _run_on_cluster(
     nemeses: list[Nemesis],
     run_dir: Path,
     cluster_config: ClusterConfig,
-    on_phase: Callable[[str], None],
+    timeline: Timeline,
     *,
     prepare: bool = True,
     load_over: Callable[[], None] | None = None,
@@ -249,7 +277,7 @@ def _run_on_cluster(
     from checkers.judge import Judgement
 
     with open_cluster(cluster_config, options.backend) as cluster:
-        on_phase("running")
+        timeline.phase("running")
         write_config(
             run_dir,
             options,
@@ -267,8 +295,10 @@ def _run_on_cluster(
                 "bootstrap": cluster.bootstrap,
             },
         )
-        result = execute(cluster, options, run_dir, nemeses, load_over=load_over)
-        on_phase("stopping the cluster, dumping its logs")
+        result = execute(
+            cluster, options, run_dir, nemeses, load_over=load_over, mark=timeline.mark
+        )
+        timeline.phase("stopping the cluster, dumping its logs")
         judgement = None
         if prepare:
             judgement = Judgement(run_dir)
