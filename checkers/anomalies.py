@@ -491,6 +491,13 @@ SHARE: Final = (
         ("value", "partition", "offset", "ack", "delivery"),
     ),
     _share(
+        "acknowledged-twice",
+        "a record's second accept or reject the broker took, answering another delivery than "
+        "the first it took",
+        "acknowledgements",
+        ("value", "partition", "offset", "first", "second"),
+    ),
+    _share(
         "concurrent-acquisition",
         "a record handed to a second delivery while its holder still held it, and the holder's "
         "acknowledgement then taken",

@@ -247,6 +247,16 @@ def _concurrent(run: Run) -> None:
     run.ack(1, (v(11), "accept"), **{v(11): "INVALID_RECORD_STATE"})
 
 
+def _taken_twice(run: Run) -> None:
+    """F10's shape: member 0 stopped holding the record; member 1 is handed it after the
+    lock expired and accepts it; then member 0 accepts it too, and both are taken."""
+    run.send(v(11))
+    run.poll(0, (v(11), 1))
+    run.consume(1, (v(11), 2))
+    run.process(0, v(11))
+    run.ack(0, (v(11), "accept"))
+
+
 def _repeated(run: Run) -> None:
     run.send(v(11))
     run.consume(0, (v(11), 1), ack={v(11): "release"})
@@ -303,7 +313,14 @@ SCENARIOS: dict[str, tuple[Callable[[Path], Path], dict[str, int]]] = {
         planted(_accept_before_process, drained=False, starts=[5, 6]),
         {"lost": 1, "undelivered": 1},
     ),
-    "redelivered-after-ack": (planted(_redelivered), {"redelivered-after-ack": 1}),
+    "redelivered-after-ack": (
+        planted(_redelivered),
+        {"redelivered-after-ack": 1, "acknowledged-twice": 1},
+    ),
+    "acknowledged-twice": (
+        planted(_taken_twice),
+        {"acknowledged-twice": 1, "concurrent-acquisition": 1},
+    ),
     "concurrent-acquisition": (planted(_concurrent), {"concurrent-acquisition": 1}),
     "repeated": (planted(_repeated), {"delivery-count-reset": 1}),
     "skipped-back": (planted(_skipped_back), {"delivery-count-reset": 1}),
@@ -398,6 +415,15 @@ def test_redelivery_after_a_taken_accept_names_the_ack_and_the_delivery(tmp_path
     assert [(o["process"], o["f"]) for o in ex["ops"]] == [(0, "poll"), (0, "ack"), (1, "poll")]
 
 
+def test_a_second_taken_accept_of_another_delivery_is_acknowledged_twice(tmp_path: Path) -> None:
+    ex = judged(tmp_path, "acknowledged-twice")["examples"]["acknowledged-twice"][0]
+    assert (ex["value"], ex["partition"], ex["offset"]) == (v(11), 1, 5)
+    assert ex["first"] == {"member": 1, "count": 2, "kind": "accept"}
+    assert ex["second"] == {"member": 0, "count": 1, "kind": "accept"}
+    steps = [(o["process"], o["f"]) for o in ex["ops"]]
+    assert steps == [(0, "poll"), (1, "poll"), (1, "ack"), (0, "ack")]
+
+
 def test_a_record_handed_out_while_held_is_a_concurrent_acquisition(tmp_path: Path) -> None:
     ex = judged(tmp_path, "concurrent-acquisition")["examples"]["concurrent-acquisition"][0]
     assert ex["holder"] == {"member": 0, "partition": 1, "offset": 5, "count": 1, "ack": "accept"}
@@ -481,6 +507,7 @@ def test_every_type_is_defined_once_with_ops_in_its_examples() -> None:
     assert A.names(A.SHARE) == (
         "lost",
         "redelivered-after-ack",
+        "acknowledged-twice",
         "concurrent-acquisition",
         "delivery-count",
         "delivery-count-reset",

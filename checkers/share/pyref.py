@@ -10,7 +10,9 @@ error; "before"/"after" = the merged history's order):
   is below its partition's start offset, and ``undelivered`` otherwise (plus one for a drain
   that did not complete);
 * no delivery's poll is invoked after a taken ``accept`` or ``reject`` of the same record
-  completed (``redelivered-after-ack``);
+  completed (``redelivered-after-ack``), and no record has two taken accepts or
+  rejects answering different deliveries (``acknowledged-twice``: the second is each
+  later one, against the first to complete);
 * no delivery of a record with a higher count completes after the poll of a lower-count
   delivery was invoked and before its holder invokes an acknowledgement of it the broker then
   takes (``concurrent-acquisition``);
@@ -132,14 +134,21 @@ def _acknowledged(facts: ShareFacts, by: dict[Key, list[Ack]], records: Any, add
     for d in facts.deliveries:
         key = (d[4], d[0], d[1], d[6])
         count_of[key] = min(count_of.get(key, d[3]), d[3])
+    def answer(a: Ack) -> R.Taken:
+        answered = count_of.get((a[4], a[0], a[1], a[9])) if a[9] is not None else None
+        return (a[4], answered, a[3], ack_op(a), a[9])
+
+    for (p, o), done in final.items():
+        for a in done[1:]:
+            if (a[4], a[9]) != (done[0][4], done[0][9]):
+                order = (p, o, a[6], a[4], a[3])
+                add("acknowledged-twice", order, R.twice, a[2], p, o, answer(done[0]), answer(a))
     for (p, o), ds in records.items():
         for d2 in ds:
             a = next((a for a in final.get((p, o), []) if a[6] < d2[5]), None)
             if a is not None:
-                answered = count_of.get((a[4], p, o, a[9])) if a[9] is not None else None
-                ack = (a[4], answered, a[3], ack_op(a), a[9])
                 order = (p, o, d2[6], d2[4], d2[3])
-                add("redelivered-after-ack", order, R.redelivered, d2[2], p, o, ack, seen(d2))
+                add("redelivered-after-ack", order, R.redelivered, d2[2], p, o, answer(a), seen(d2))
         for d1 in ds:
             took = [a for a in by.get((d1[4], p, o, d1[6]), []) if taken(a)]
             for d2 in ds:

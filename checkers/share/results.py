@@ -97,6 +97,25 @@ def redelivered(
     )
 
 
+#: An acknowledgement the broker took: (member, count of the delivery it answered or None,
+#: kind, its op index, poll ok index of that delivery or None).
+Taken = tuple[int, "int | None", str, int, "int | None"]
+
+
+def twice(value: str, partition: int, offset: int, first: Taken, second: Taken) -> dict[str, Any]:
+    """Ordered by (partition, offset), then the second's (completion index, member, kind).
+    ``first``: the record's first taken accept or reject (by completion, member, kind);
+    ``second``: a later one answering another delivery."""
+    return _TYPES["acknowledged-twice"].make(
+        value=value,
+        partition=partition,
+        offset=offset,
+        first={"member": first[0], "count": first[1], "kind": first[2]},
+        second={"member": second[0], "count": second[1], "kind": second[2]},
+        ops=_ops([first[3], first[4], second[3], second[4]]),
+    )
+
+
 def concurrent(value: str, held: Seen, ack: tuple[str, int], other: Seen) -> dict[str, Any]:
     """Ordered by (partition, offset), then the holder's and the other's (poll ok index,
     member, count). ``ack``: the kind and op index of the holder's first taken acknowledgement

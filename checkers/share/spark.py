@@ -96,13 +96,24 @@ def cases(fr: dict[str, DataFrame], facts: ShareFacts) -> dict[str, DataFrame]:
     # invoked, with the count of the delivery it answered (the smallest, for a poll that
     # listed the record twice).
     answered_count = d.groupBy("m", "p", "o", F.col("po").alias("dpo")).agg(F.min("c").alias("ac"))
-    final = (
+    taken_final = (
         fr["acks"]
         .where(F.col("taken") & F.col("kind").isin("accept", "reject"))
         .join(answered_count, ["m", "p", "o", "dpo"], "left")
-        .select("p", "o", F.struct("ad", "m", "kind", "idx", "dpo", "ac").alias("a"))
     )
+    final = taken_final.select("p", "o", F.struct("ad", "m", "kind", "idx", "dpo", "ac").alias("a"))
     again = d.join(final, ["p", "o"]).where(F.col("a.ad") < F.col("pi"))
+    # Acknowledged twice: each later taken accept or reject answering another delivery than
+    # the first to complete.
+    by_done = Window.partitionBy("p", "o").orderBy("ad", "m", "kind")
+    took = F.struct("m", "ac", "kind", "idx", "dpo")
+    twice = (
+        taken_final.withColumn("rank", F.row_number().over(by_done))
+        .withColumn("f", F.first(took).over(by_done))
+        .where(F.col("rank") > 1)
+        .where(~((F.col("m") == F.col("f.m")) & F.col("dpo").eqNullSafe(F.col("f.dpo"))))
+        .select("p", "o", "v", "ad", "m", "kind", took.alias("s"), "f")
+    )
     # Concurrent: a higher count handed out after the holder's poll began and before the
     # holder acknowledged, the acknowledgement then taken.
     holder = fr["answered"].where(F.col("taken"))
@@ -140,6 +151,7 @@ def cases(fr: dict[str, DataFrame], facts: ShareFacts) -> dict[str, DataFrame]:
         "lost": left.where(gone),
         "undelivered": left.where(~gone),
         "redelivered-after-ack": again.groupBy(*_COLUMNS).agg(F.min("a").alias("a")),
+        "acknowledged-twice": twice,
         "concurrent-acquisition": pairs.groupBy(*holder.columns[:-1], *other.columns).agg(
             F.min("a").alias("a")
         ),
@@ -219,6 +231,16 @@ def _redelivered(
     return found
 
 
+def _twice(fr: dict[str, DataFrame], twice: DataFrame, facts: ShareFacts, n: int) -> list[Any]:
+    def took(a: Any) -> R.Taken:
+        return (a["m"], a["ac"], a["kind"], a["idx"], a["dpo"])
+
+    return [
+        R.twice(r["v"], r["p"], r["o"], took(r["f"]), took(r["s"]))
+        for r in twice.orderBy("p", "o", "ad", "m", "kind").limit(n).collect()
+    ]
+
+
 def _concurrent(fr: dict[str, DataFrame], pairs: DataFrame, facts: ShareFacts, n: int) -> list[Any]:
     order = ("hp", "ho", "hpo", "hm", "hc", "xpo", "xm", "xc")
     return [
@@ -266,6 +288,7 @@ _EXAMPLES: Final = {
     "lost": _lost,
     "undelivered": _undelivered,
     "redelivered-after-ack": _redelivered,
+    "acknowledged-twice": _twice,
     "concurrent-acquisition": _concurrent,
     "delivery-count": _delivery_count,
     "delivery-count-reset": _delivery_count,
