@@ -245,3 +245,14 @@ def test_the_seeder_follows_partitions_added_under_load(
         stop.set()
         follower.join(timeout=10)
     assert not follower.is_alive()
+
+
+def test_a_group_setting_the_brokers_do_not_know_is_named_from_their_answer() -> None:
+    from workloads.share.state import _unknown_name
+
+    answer = (
+        'KafkaError{code=INVALID_CONFIG,val=40,str="Unknown group config name: '
+        'share.delivery.count.limit"}'
+    )
+    assert _unknown_name(answer) == "share.delivery.count.limit"
+    assert _unknown_name("KafkaError{code=_TIMED_OUT}") is None

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
 
-def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> None:
-    """Set a group's dynamic settings (``incrementalAlterConfigs`` on the GROUP resource)."""
+def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> list[str]:
+    """Set a group's dynamic settings (``incrementalAlterConfigs`` on the GROUP resource);
+    the names the brokers refuse as unknown group settings (an older Kafka: 4.2 has no
+    per-group ``share.delivery.count.limit``) are left out and returned, for the caller to
+    judge."""
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -32,20 +35,50 @@ def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> Non
     )
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    entries = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()
-    ]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    wanted, unknown = dict(settings), []
     last: Exception | None = None
-    for _attempt in range(5):
+    for _attempt in range(5 + len(settings)):
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in wanted.items()
+        ]
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
         try:
             for future in admin.incremental_alter_configs([resource]).values():
                 future.result(timeout=30)
-            return
+            return unknown
         except Exception as exc:  # a broker still electing: asked again
             last = exc
+            name = _unknown_name(str(exc))
+            if name in wanted:
+                del wanted[name]
+                unknown.append(name)
+                continue
             time.sleep(1)
     raise HarnessError(f"could not set the share group's settings {sorted(settings)}: {last}")
+
+
+def _unknown_name(message: str) -> str | None:
+    """The setting an ``INVALID_CONFIG`` answer names as unknown, if it does."""
+    marker = "Unknown group config name: "
+    if marker not in message:
+        return None
+    return message.split(marker, 1)[1].split('"')[0].split(",")[0].strip()
+
+
+def broker_setting(bootstrap: str, name: str) -> str | None:
+    """A broker setting's value as one broker reports it (None: not reported)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    brokers = sorted(admin.list_topics(timeout=10).brokers)
+    if not brokers:
+        return None
+    resource = ConfigResource(ResourceType.BROKER, str(brokers[0]))
+    for future in admin.describe_configs([resource]).values():
+        entry = future.result(timeout=30).get(name)
+        return None if entry is None else entry.value
+    return None
 
 
 def partition_count(bootstrap: str, topic: str, at_least: int) -> int:

@@ -35,6 +35,7 @@ from workloads.share.options import ISOLATIONS, OFFSET_RESETS, VARIANTS, ShareOp
 from workloads.share.report import FIGURES, REPORT
 from workloads.share.state import (
     StartOffsetMonitor,
+    broker_setting,
     configure_group,
     partition_count,
     share_start_offsets,
@@ -50,6 +51,10 @@ log = logging.getLogger("workloads.share.supervisor")
 DRAIN_POLL_S = 1.0
 #: A member lives at most this long past the load and the drain (a safety stop of its own).
 MEMBER_SLACK_S = 120.0
+#: The group's delivery limit, and the brokers' one that stands for every group where Kafka
+#: has no per-group setting (4.2).
+DELIVERY_LIMIT_KEY = "share.delivery.count.limit"
+BROKER_DELIVERY_LIMIT = "group.share.delivery.count.limit"
 #: How long the members may take to be delivered a probe from every input partition before
 #: the seeder writes, when the group starts at the latest offset; a new probe goes out
 #: every ``PROBE_WAIT_S`` until then.
@@ -99,7 +104,18 @@ class ShareWorkload(Supervisor):
         o = self.options
         self.cluster.ensure_topic(o.input_topic, o.partitions, timeout=60)
         self.cluster.ensure_topic(o.output_topic, o.partitions, timeout=60)
-        configure_group(self.cluster.bootstrap, o.group_id, o.group_settings())
+        unknown = configure_group(self.cluster.internal_bootstrap, o.group_id, o.group_settings())
+        if unknown == [DELIVERY_LIMIT_KEY]:
+            # Kafka 4.2: the limit is the brokers' own, the same for every group.
+            got = broker_setting(self.cluster.internal_bootstrap, BROKER_DELIVERY_LIMIT)
+            if got != str(o.delivery_limit):
+                raise HarnessError(
+                    f"this Kafka has no per-group {DELIVERY_LIMIT_KEY} and its brokers' "
+                    f"{BROKER_DELIVERY_LIMIT} is {got}: run with --delivery-limit {got}, or "
+                    f"--broker-config {BROKER_DELIVERY_LIMIT}={o.delivery_limit}"
+                )
+        elif unknown:
+            raise HarnessError(f"the brokers do not know the group settings {unknown}")
 
     # --- members ---------------------------------------------------------------------
 
