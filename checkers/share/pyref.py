@@ -134,6 +134,7 @@ def _acknowledged(facts: ShareFacts, by: dict[Key, list[Ack]], records: Any, add
     for d in facts.deliveries:
         key = (d[4], d[0], d[1], d[6])
         count_of[key] = min(count_of.get(key, d[3]), d[3])
+
     def answer(a: Ack) -> R.Taken:
         answered = count_of.get((a[4], a[0], a[1], a[9])) if a[9] is not None else None
         return (a[4], answered, a[3], ack_op(a), a[9])
