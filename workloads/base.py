@@ -59,6 +59,10 @@ class ClusterAccess(Protocol):
         ``--replication-factor`` and ``--min-insync-replicas``)."""
         ...
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has now (a fault may have added some)."""
+        ...
+
     def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]:
         """The command line of one of Kafka's own tools (Kafka's Java copier is one)."""
         ...

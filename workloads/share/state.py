@@ -1,5 +1,5 @@
 """What the share workload asks of Kafka about its group: the group's own settings, its start
-offset per share partition, the input's partition count, and a look at the start offsets
+offset per share partition, and a look at the start offsets
 every few seconds while the run goes on (``share-monitor``'s history: the report plots it).
 
 The start offsets come from Kafka's own ``kafka-share-groups.sh --describe --offsets``
@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
 from history import Recorder
@@ -21,20 +21,26 @@ if TYPE_CHECKING:
     from workloads.base import ClusterAccess as Cluster
 
 
+def _admin(bootstrap: str) -> Any:
+    """An admin client on the brokers' internal listeners (quiet: its errors are answers)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
 def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> list[str]:
     """Set a group's dynamic settings (``incrementalAlterConfigs`` on the GROUP resource);
     the names the brokers refuse as unknown group settings (an older Kafka: 4.2 has no
     per-group ``share.delivery.count.limit``) are left out and returned, for the caller to
     judge."""
     from confluent_kafka.admin import (
-        AdminClient,
         AlterConfigOpType,
         ConfigEntry,
         ConfigResource,
         ResourceType,
     )
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = _admin(bootstrap)
     wanted, unknown = dict(settings), []
     last: Exception | None = None
     for _attempt in range(5 + len(settings)):
@@ -68,9 +74,9 @@ def _unknown_name(message: str) -> str | None:
 
 def broker_setting(bootstrap: str, name: str) -> str | None:
     """A broker setting's value as one broker reports it (None: not reported)."""
-    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    from confluent_kafka.admin import ConfigResource, ResourceType
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = _admin(bootstrap)
     brokers = sorted(admin.list_topics(timeout=10).brokers)
     if not brokers:
         return None
@@ -79,19 +85,6 @@ def broker_setting(bootstrap: str, name: str) -> str | None:
         entry = future.result(timeout=30).get(name)
         return None if entry is None else entry.value
     return None
-
-
-def partition_count(bootstrap: str, topic: str, at_least: int) -> int:
-    """How many partitions ``topic`` has now (a fault may have added some); ``at_least``
-    when the brokers do not say (it never shrinks)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        t = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-    except Exception:  # the metadata is not to be had: the count known so far
-        return at_least
-    return max(at_least, len(t.partitions)) if t is not None and t.error is None else at_least
 
 
 def share_start_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int | None]:
