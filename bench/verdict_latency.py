@@ -6,15 +6,17 @@
 Runs the README's main job (``python -m harness run --workload eos --nemesis all``) once, then
 reads from that one run:
 
-* the **verdict latency on Spark**: from the end of the final drain (the wall time of the
+* the **verdict latency of the run**: from the end of the final drain (the wall time of the
   history's last op) to the verdict (``timeline.json``'s ``judged``). It includes stopping the
   cluster and dumping its logs, and, inside the run, Spark warmed up during the load and the
   history converted while the logs were dumped (:mod:`checkers.warm`, :mod:`checkers.judge`);
+  a run under ``checkers.judge.PYTHON_MAX_BYTES`` is judged on the Python engines there, so
+  for it this is the Python figure with the harness's own wait (the results' ``engines``);
 * the **verdict latency on the Python reference**: the same wait for the logs, plus the eos and
   broker-log reference checks (:mod:`checkers.eos.pyref`, :mod:`checkers.logs.pyref`) of the
   stored run, timed in a fresh interpreter;
-* for comparison, a **cold re-check on Spark** (``python -m checkers RUN_DIR`` in a fresh
-  interpreter, the Parquet caches removed): what every run paid before the warm-up;
+* for comparison, a **cold re-check on Spark** (``python -m checkers RUN_DIR --engine spark``
+  in a fresh interpreter, the Parquet caches removed): what every run paid before the warm-up;
 * the run's whole wall time against its time limit, and where it went (``timeline.json``).
 
 ``--run-dir`` measures an existing run instead of starting one (latency figures need a run made
@@ -95,7 +97,7 @@ def measure(run_dir: Path, run_wall: float | None, time_limit: float | None) -> 
     shutil.rmtree(cold_dir, ignore_errors=True)
     shutil.copytree(run_dir, cold_dir, ignore=shutil.ignore_patterns(".parquet", "results.json"))
     try:
-        cold_s, proc = timed([sys.executable, "-m", "checkers", str(cold_dir)])
+        cold_s, proc = timed([sys.executable, "-m", "checkers", str(cold_dir), "--engine", "spark"])
     finally:
         shutil.rmtree(cold_dir, ignore_errors=True)
     out["cold_spark_check_s"] = cold_s

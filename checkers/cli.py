@@ -4,11 +4,13 @@ Exit status: 0 valid, 1 invalid, 2 unusable input. Unusable input is always repo
 line on stderr, never as a traceback, so scripts and CI logs can show it verbatim.
 
 A bare directory argument (``python -m checkers RUN_DIR [--spark-master URL]
-[--transaction-version 0|1|2] [--max-examples N]``) is routed to :func:`check_run_dir`, the
-entry point for stored runs: it runs the checker suites the run's ``config.json`` names
-(``checkers.suites``: eos, queue, ...) and the broker-log evidence checks, prints
-``{"valid", "anomalies", "checkers": {...}}``, writes it to ``RUN_DIR/results.json`` and exits
-0 valid / 1 invalid / 2 unusable input or unknown verdict.
+[--transaction-version 0|1|2] [--max-examples N] [--engine auto|spark|python]``) is routed to
+:func:`check_run_dir`, the entry point for stored runs: it runs the checker suites the run's
+``config.json`` names (``checkers.suites``: eos, queue, ...) and the broker-log evidence
+checks, prints ``{"valid", "anomalies", "checkers": {...}}``, writes it to
+``RUN_DIR/results.json`` and exits 0 valid / 1 invalid / 2 unusable input or unknown verdict.
+``--engine`` (default ``auto``: a small run on the Python references, without a JVM) is
+:class:`checkers.judge.Judgement`'s; ``--spark-master`` always judges on Spark.
 New subcommands are added in :func:`build_parser`.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from checkers.findings import finding_lines
+from checkers.judge import ENGINES
 from checkers.queue.checks import SUB_VIAS, HistoryInputError, check_queue, load_queue_history
 from common.errors import OneLineParser
 
@@ -94,6 +97,7 @@ def check_run_dir(
     spark_master: str | None = None,
     transaction_version: int | None = None,
     max_examples: int = 8,
+    engine: str = "auto",
 ) -> int:
     """``python -m checkers RUN_DIR``: judge, print the verdict, return the exit status."""
     from checkers.judge import RunDirUnusable, judge_run_dir
@@ -105,6 +109,7 @@ def check_run_dir(
             spark_master=spark_master,
             transaction_version=transaction_version,
             max_examples=max_examples,
+            engine=engine,
         )
     except RunDirUnusable as e:
         print(f"checkers: {e}", file=sys.stderr)
@@ -125,6 +130,12 @@ def _run_dir_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", metavar="URL", default=None)
     p.add_argument("--transaction-version", type=int, choices=(0, 1, 2), default=None)
     p.add_argument("--max-examples", type=_non_negative, default=8, metavar="N")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="auto (default): a small run on the Python references, no JVM; else Spark",
+    )
     return p
 
 
@@ -141,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spark_master=opts.spark_master,
                 transaction_version=opts.transaction_version,
                 max_examples=opts.max_examples,
+                engine=opts.engine,
             )
         except BrokenPipeError:
             return EXIT_VALID

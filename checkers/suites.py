@@ -8,6 +8,13 @@ broker-log evidence is judged whenever the run has a log dump, whatever the work
 
 A new kind of check is a function ``run(ctx) -> partial verdict`` added to :data:`SUITES`
 under a new name; a workload that wants it lists that name.
+
+Two engines: ``run`` judges on Spark (it scales to any run); ``python``, where a family's
+plain-Python reference is held by its tests to give the *whole* same partial verdict,
+examples included, judges a small run without starting a JVM (:class:`checkers.judge.Judgement`
+chooses). Every suite's Spark engine has such a twin: eos (``checkers.eos.pyref``), connect,
+streams, share and the broker-log evidence (``checkers.logs.pyref.check_evidence_py``); the
+queue suite has no Spark engine at all.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from history.logdump import CheckerInputError
+
+#: The two engines' names, as a part records the one that judged it (``engine``) and as
+#: ``--engine`` takes them (:data:`checkers.judge.ENGINES`).
+SPARK, PYTHON = "spark", "python"
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,11 @@ class RunDirCheck:
     one Spark context, started only when one of them runs, each in a session of its own.
     ``prepare(ctx)``, if given, does the check's costly conversion of its input ahead of the
     check (:meth:`checkers.judge.Judgement.prepare`), leaving caches the check then reads.
+    ``python(ctx)``, if given, returns exactly what ``run(ctx)`` returns, computed in this
+    process without Spark (``ctx.spark`` is None): a small run's verdict then needs no JVM.
+    Give it only where the tests hold the two equal as whole results; it may raise
+    :class:`history.logdump.CheckerInputError` like ``run``, and any other exception makes
+    the judgement fall back to ``run``.
     """
 
     name: str
@@ -60,6 +76,7 @@ class RunDirCheck:
     run: Callable[[RunContext], dict[str, Any]]
     spark: bool = True
     prepare: Callable[[RunContext], None] | None = None
+    python: Callable[[RunContext], dict[str, Any]] | None = None
 
 
 def _has_history(run_dir: Path) -> bool:
@@ -84,10 +101,27 @@ def _evidence_run(ctx: RunContext) -> dict[str, Any]:
     )
 
 
+def _evidence_py(ctx: RunContext) -> dict[str, Any]:
+    """The broker-log checks by their reference (:func:`checkers.logs.pyref.check_logdump`)."""
+    from checkers.logs.pyref import check_evidence_py
+
+    return check_evidence_py(
+        ctx.run_dir, transaction_version=ctx.transaction_version, max_examples=ctx.max_examples
+    )
+
+
 def _eos_run(ctx: RunContext) -> dict[str, Any]:
     from checkers.eos.run import check_eos
 
     return check_eos(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+
+
+def _eos_py(ctx: RunContext) -> dict[str, Any]:
+    """The eos checks by their reference; its part has the Spark engine's shape (the eos
+    family's result is the part itself: ``checkers``, ``anomalies``, ``liveness``)."""
+    from checkers.eos.pyref import check_eos_py
+
+    return check_eos_py(ctx.run_dir, max_examples=ctx.max_examples)
 
 
 def _eos_prepare(ctx: RunContext) -> None:
@@ -111,15 +145,26 @@ def _queue_run(ctx: RunContext) -> dict[str, Any]:
     return {"checkers": {"queue": result}}
 
 
-def _connect_run(ctx: RunContext) -> dict[str, Any]:
-    """The connect checker (Spark engine) as one checker named ``connect``."""
-    from checkers.connect.run import check_connect
-
-    result = check_connect(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+def _connect_part(result: dict[str, Any]) -> dict[str, Any]:
+    """The connect result as a part, its input notes lifted where the merge collects them."""
     part: dict[str, Any] = {"checkers": {"connect": result}}
     if result.get("input_notes"):
         part["input_notes"] = list(result["input_notes"])
     return part
+
+
+def _connect_run(ctx: RunContext) -> dict[str, Any]:
+    """The connect checker (Spark engine) as one checker named ``connect``."""
+    from checkers.connect.run import check_connect
+
+    return _connect_part(check_connect(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples))
+
+
+def _connect_py(ctx: RunContext) -> dict[str, Any]:
+    """The connect checker by its reference, in the part :func:`_connect_run` makes."""
+    from checkers.connect.pyref import check_connect_pyref
+
+    return _connect_part(check_connect_pyref(ctx.run_dir, max_examples=ctx.max_examples))
 
 
 def _connect_prepare(ctx: RunContext) -> None:
@@ -136,23 +181,27 @@ def _connect_prepare(ctx: RunContext) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _streams_run(ctx: RunContext) -> dict[str, Any]:
-    """The streams checker (Spark engine) as one checker named ``streams``."""
+def _streams_run(ctx: RunContext, engine: str = SPARK) -> dict[str, Any]:
+    """The streams checker as one checker named ``streams``, by ``engine`` (its reference
+    shares everything with the Spark engine but the counting of anomalies and examples)."""
     from checkers.streams.run import check_streams
 
-    result = check_streams(ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples)
+    result = check_streams(
+        ctx.run_dir, spark=ctx.spark, max_examples=ctx.max_examples, engine=engine
+    )
     return {"checkers": {"streams": result}}
 
 
-def _share_run(ctx: RunContext) -> dict[str, Any]:
-    """The share checker (Spark engine) as one checker named ``share``; the delivery limit
-    and the isolation level it judges by are the run's workload options."""
+def _share_run(ctx: RunContext, engine: str = SPARK) -> dict[str, Any]:
+    """The share checker as one checker named ``share``, by ``engine`` (as for streams); the
+    delivery limit and the isolation level it judges by are the run's workload options."""
     from checkers.share.run import check_share
 
     result = check_share(
         ctx.run_dir,
         spark=ctx.spark,
         max_examples=ctx.max_examples,
+        engine=engine,
         options=ctx.workload_options or None,
     )
     return {"checkers": {"share": result}}
@@ -160,16 +209,23 @@ def _share_run(ctx: RunContext) -> dict[str, Any]:
 
 #: The broker-log evidence: judged on every run that has a log dump.
 EVIDENCE = RunDirCheck(
-    "log_evidence", lambda d: (d / "evidence" / "logdump.jsonl").is_file(), _evidence_run
+    "log_evidence",
+    lambda d: (d / "evidence" / "logdump.jsonl").is_file(),
+    _evidence_run,
+    python=_evidence_py,
 )
 
 #: EXTENSION POINT: the history suites a workload may name in ``checker_suites``.
 SUITES: dict[str, RunDirCheck] = {
-    "eos": RunDirCheck("eos", _has_history, _eos_run, prepare=_eos_prepare),
+    "eos": RunDirCheck("eos", _has_history, _eos_run, prepare=_eos_prepare, python=_eos_py),
     "queue": RunDirCheck("queue", lambda d: _queue_history(d).is_file(), _queue_run, spark=False),
-    "connect": RunDirCheck("connect", _has_history, _connect_run, prepare=_connect_prepare),
-    "streams": RunDirCheck("streams", _has_history, _streams_run),
-    "share": RunDirCheck("share", _has_history, _share_run),
+    "connect": RunDirCheck(
+        "connect", _has_history, _connect_run, prepare=_connect_prepare, python=_connect_py
+    ),
+    "streams": RunDirCheck(
+        "streams", _has_history, _streams_run, python=lambda c: _streams_run(c, PYTHON)
+    ),
+    "share": RunDirCheck("share", _has_history, _share_run, python=lambda c: _share_run(c, PYTHON)),
 }
 
 

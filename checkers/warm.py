@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger("checkers.warm")
 
@@ -34,6 +35,8 @@ WARMUP_ROUNDS = 3
 MAX_ROUNDS = 12
 #: Nice value of the thread that starts the JVM: every JVM thread inherits it.
 NICENESS = 10
+#: How often a warm-up that waits until Spark is ``needed`` asks again (seconds).
+NEEDED_POLL_S = 2.0
 #: How long :meth:`Prewarm.finish` waits for the warm-up's current round (a few seconds; the
 #: first, cold, up to about twenty) before it ends the session.
 FINISH_SECONDS = 60.0
@@ -44,8 +47,9 @@ _warmed = threading.Event()  # this process's JVM has been warmed
 class Prewarm:
     """The background warm-up; :meth:`finish` before judging, :meth:`close` at the end."""
 
-    def __init__(self, master: str | None = None) -> None:
+    def __init__(self, master: str | None = None, needed: Callable[[], bool] | None = None) -> None:
         self.master = master
+        self.needed = needed
         self._cancel = threading.Event()
         self._warming = threading.Event()  # the warm-up's queries have started
         self._started_spark = False
@@ -60,6 +64,10 @@ class Prewarm:
 
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+        if self.needed is not None:
+            while not self.needed():
+                if self._cancel.wait(NEEDED_POLL_S):
+                    return  # the load ended before Spark was needed: no JVM at all
         try:
             if active_session() is None:
                 start_spark(self.master)
@@ -89,7 +97,8 @@ class Prewarm:
                 if self._cancel.is_set():
                     break
                 shutil.rmtree(tmp / ".parquet", ignore_errors=True)
-                Judgement(tmp).result()
+                # On Spark whatever its size: a run this small would go to the Python engines.
+                Judgement(tmp, engine="spark").result()
                 if done + 1 == WARMUP_ROUNDS:
                     _warmed.set()
         finally:
@@ -133,14 +142,18 @@ class Prewarm:
             self._started_spark = False
 
 
-def prewarm(master: str | None = None) -> Prewarm:
-    """Start and warm this process's Spark session in the background."""
-    return Prewarm(master).start()
+def prewarm(master: str | None = None, needed: Callable[[], bool] | None = None) -> Prewarm:
+    """Start and warm this process's Spark session in the background; with ``needed``, only
+    once it answers True (asked every :data:`NEEDED_POLL_S` until the load is over): a run
+    small enough for the Python engines (:data:`checkers.judge.PYTHON_MAX_BYTES`) never
+    needs the JVM, whose start would only take CPU from the cluster under test."""
+    return Prewarm(master, needed).start()
 
 
 __all__ = [
     "FINISH_SECONDS",
     "MAX_ROUNDS",
+    "NEEDED_POLL_S",
     "NICENESS",
     "WARMUP_OPS",
     "WARMUP_ROUNDS",

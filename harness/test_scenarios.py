@@ -46,13 +46,13 @@ def _explain(verdict: dict[str, Any], result: RunResult, report: Path) -> str:
         ("client-cuts", "client-cut,hijack"),
     ],
 )
-def test_eos_is_exactly_once_under(scenario, spark, name, nemesis) -> None:  # type: ignore[no-untyped-def]
+def test_eos_is_exactly_once_under(scenario, name, nemesis) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario("eos", name, nemesis=nemesis, **EOS, session_timeout_ms=6000)
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
 @pytest.mark.slow
-def test_eos_under_all_faults(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+def test_eos_under_all_faults(scenario) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "eos",
         "all",
@@ -64,7 +64,7 @@ def test_eos_under_all_faults(scenario, spark) -> None:  # type: ignore[no-untyp
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
-def test_java_copier_transaction_version_2(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+def test_java_copier_transaction_version_2(scenario) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "eos",
         "copier",
@@ -81,7 +81,7 @@ def test_java_copier_transaction_version_2(scenario, spark) -> None:  # type: ig
     ("name", "nemesis"),
     [("java-kills", "kill-processor,kill"), ("java-moments", "crash-clients,zombie,pause-at")],
 )
-def test_java_processors_are_exactly_once_under(scenario, spark, name, nemesis) -> None:  # type: ignore[no-untyped-def]
+def test_java_processors_are_exactly_once_under(scenario, name, nemesis) -> None:  # type: ignore[no-untyped-def]
     """The project's Java processors (transaction version 2 on 4.x), judged op by op like the
     Python ones; their hook points are armed through the arm file."""
     verdict, result, report = scenario(
@@ -108,7 +108,7 @@ def test_java_processors_are_exactly_once_under(scenario, spark, name, nemesis) 
         ("no-rewind", {"abort_probability": 0.3, "drain_timeout_s": 20.0}, "lost"),
     ],
 )
-def test_broken_variant_is_caught(scenario, spark, variant, extra, caught_as) -> None:  # type: ignore[no-untyped-def]
+def test_broken_variant_is_caught(scenario, variant, extra, caught_as) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "eos",
         variant,
@@ -132,7 +132,7 @@ def test_broken_variant_is_caught(scenario, spark, variant, extra, caught_as) ->
         ),
     ],
 )
-def test_broken_java_variant_is_caught(scenario, spark, variant, extra, caught_as) -> None:  # type: ignore[no-untyped-def]
+def test_broken_java_variant_is_caught(scenario, variant, extra, caught_as) -> None:  # type: ignore[no-untyped-def]
     """The Java processors' broken variants are caught like the Python ones'."""
     verdict, result, report = scenario(
         "eos",
@@ -194,14 +194,14 @@ CONNECT = {"workers": 3, "tasks": 3, "partitions": 3}
         ("connect-brokers", "partition,kill,pause", {}),
     ],
 )
-def test_connect_source_is_exactly_once_under(scenario, spark, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
+def test_connect_source_is_exactly_once_under(scenario, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "connect", name, nemesis=nemesis, time_limit=45, interval=6, duration=8, **CONNECT, **extra
     )
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
-def test_connect_at_least_once_source_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+def test_connect_at_least_once_source_is_caught(scenario) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "connect",
         "connect-at-least-once",
@@ -233,7 +233,7 @@ STREAMS = {"values": 3000, "partitions": 6, "processors": 3, "find_hanging": Fal
         ("streams-brokers", "partition,kill,pause", {}),
     ],
 )
-def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
+def test_streams_is_exactly_once_under(scenario, name, nemesis, extra) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "streams",
         name,
@@ -247,7 +247,7 @@ def test_streams_is_exactly_once_under(scenario, spark, name, nemesis, extra) ->
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
-def test_streams_at_least_once_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+def test_streams_at_least_once_is_caught(scenario) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "streams",
         "streams-at-least-once",
@@ -276,7 +276,7 @@ SHARE = {"values": 2000, "partitions": 3, "processors": 3}
         ("share-brokers", "partition,kill,pause", "python"),
     ],
 )
-def test_share_groups_hold_under(scenario, spark, name, nemesis, client) -> None:  # type: ignore[no-untyped-def]
+def test_share_groups_hold_under(scenario, name, nemesis, client) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "share", name, nemesis=nemesis, time_limit=40, interval=5, duration=17, client=client,
         **SHARE,
@@ -284,7 +284,7 @@ def test_share_groups_hold_under(scenario, spark, name, nemesis, client) -> None
     assert verdict["valid"] is True, _explain(verdict, result, report)
 
 
-def test_share_accept_before_process_is_caught(scenario, spark) -> None:  # type: ignore[no-untyped-def]
+def test_share_accept_before_process_is_caught(scenario) -> None:  # type: ignore[no-untyped-def]
     verdict, result, report = scenario(
         "share",
         "share-accept-before-process",

@@ -904,19 +904,19 @@ def test_a_value_only_the_reader_decodes_is_judged_alike(spark: Any, tmp_path: P
 
 
 def test_the_suite_judges_a_run_directory(spark: Any, tmp_path: Path) -> None:
-    """Through ``checkers.judge`` as ``python -m checkers RUN_DIR`` runs it: the run's
-    config names the suite; an invalid run and an unknown one."""
+    """Through ``checkers.judge`` as ``python -m checkers RUN_DIR --engine spark`` runs it:
+    the run's config names the suite; an invalid run and an unknown one."""
     from checkers.judge import judge_run_dir
 
     s, counts, _f = planted(21, ["zombie-task-write", "lost"], tasks=3)
     run = s.write(tmp_path / "bad")
     (run / "config.json").write_text(json.dumps({"checker_suites": ["connect"]}))
-    r = judge_run_dir(run, max_examples=1)
+    r = judge_run_dir(run, max_examples=1, engine="spark")
     assert r["valid"] is False and r["anomalies"] == counts
     assert r["bad_anomaly_types"] == sorted(counts)
     assert json.loads((run / "results.json").read_text())["valid"] is False
     s.finals = {"offsets": "info"}
     run = s.write(tmp_path / "unknown")
     (run / "config.json").write_text(json.dumps({"checker_suites": ["connect"]}))
-    r = judge_run_dir(run)
+    r = judge_run_dir(run, engine="spark")
     assert r["valid"] == "unknown" and "offsets read" in r["errors"]["connect"]

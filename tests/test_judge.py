@@ -2,7 +2,8 @@
 
 The verdict must not depend on how it was computed: prepared while the logs are dumped or
 from scratch, checks one after the other or side by side. And a warm-up must leave nothing
-running, however it ends.
+running, however it ends. These runs are small enough for the Python engines
+(``tests/test_check_engines.py``): the tests of Spark's judgement ask for it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def test_a_prepared_judgement_gives_the_verdict_of_a_check_from_scratch(
     run = _synthetic_run(tmp_path / "run")
     held = run / "evidence" / "held.jsonl"
     (run / "evidence" / "logdump.jsonl").rename(held)  # as while the cluster dumps its logs
-    judgement = Judgement(run)
+    judgement = Judgement(run, engine="spark")
     judgement.prepare()
     assert judgement._prepared is not None
     judgement._prepared.join(timeout=300)
@@ -57,7 +58,7 @@ def test_a_prepared_judgement_gives_the_verdict_of_a_check_from_scratch(
 
     fresh = tmp_path / "fresh"
     shutil.copytree(run, fresh, ignore=shutil.ignore_patterns(".parquet", "results.json"))
-    scratch = judge_run_dir(fresh)
+    scratch = judge_run_dir(fresh, engine="spark")
     assert prepared["valid"] is True, prepared.get("errors")
     assert set(prepared["checkers"]) >= {"epoch_violation", "lost", "duplicate", "order"}
     assert _without_volatile(prepared) == _without_volatile(scratch)
@@ -86,7 +87,7 @@ def test_a_planted_duplicate_is_found_by_the_concurrent_checks(
     else:
         pytest.fail("the synthetic history has no final read")
     (run / "history.jsonl").write_text("\n".join(lines) + "\n")
-    result = judge_run_dir(run)
+    result = judge_run_dir(run, engine="spark")
     assert result["valid"] is False
     assert "duplicate" in result["bad_anomaly_types"], result["bad_anomaly_types"]
 
@@ -97,7 +98,7 @@ def test_unusable_input_is_one_line_and_recorded(spark: object, tmp_path: Path) 
         fh.write("not json\n")
         fh.write('{"index": 1}\n')  # not the last line: not a torn write
     with pytest.raises(RunDirUnusable, match=r"history.jsonl:\d+: line is not a JSON object"):
-        Judgement(run).result()
+        Judgement(run, engine="spark").result()
     assert json.loads((run / "results.json").read_text())["valid"] == "unknown"
 
 
@@ -187,7 +188,8 @@ def test_the_warm_up_goes_on_until_the_load_is_over(monkeypatch, tmp_path: Path)
     w = W.Prewarm()
 
     class Round:
-        def __init__(self, run: Path) -> None:
+        def __init__(self, run: Path, *, engine: str) -> None:
+            assert engine == "spark"  # a warm-up on the Python engines would warm nothing
             self.run = run
 
         def result(self) -> dict[str, object]:

@@ -685,16 +685,17 @@ def test_cli_run_dir(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[s
     log, _, overrides = hand_built()
     bad = run_dir_with(tmp_path / "bad", materialize(log, overrides=overrides))
     good = run_dir_with(tmp_path / "good", materialize(clean_log(2)))
-    assert main([str(good)]) == 0
+    assert main([str(good), "--engine", "spark"]) == 0  # the Python engines need no session
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] is True and set(out["checkers"]) == set(log_rules.CHECKERS)
     assert json.loads((good / "results.json").read_text()) == out
-    assert main([str(bad), "--transaction-version", "2", "--max-examples", "1"]) == 1
+    spark_opts = ["--engine", "spark"]
+    assert main([str(bad), "--transaction-version", "2", "--max-examples", "1", *spark_opts]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] is False and out["anomalies"]["data-epoch-regression"] == 1
     assert all(len(v) <= 1 for c in out["checkers"].values() for v in c["examples"].values())
     _bad(tmp_path / "broken", HEADER + "{nope\n" + GOOD + "\n")
-    assert main([str(tmp_path / "broken")]) == 2
+    assert main([str(tmp_path / "broken"), *spark_opts]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not valid JSON" in err[0]
     # the shared session survives a CLI run that reused it

@@ -81,8 +81,9 @@ def judge_facts(
     """The verdict on ``facts`` by one engine (a session of its own when none is given).
 
     A final read that did not reach its end leaves nothing to judge; a Spark failure leaves
-    the verdict unknown rather than valid. Both engines' examples get their ops from the
-    history the same way, after the verdict.
+    the verdict unknown rather than valid. A failure of the reference is raised: a bug there
+    is not Spark's failure, and the judgement then asks Spark (:mod:`checkers.judge`). Both
+    engines' examples get their ops from the history the same way, after the verdict.
     """
     if type(max_examples) is not int or max_examples < 0:
         raise ValueError("max_examples must be a non-negative integer")
@@ -93,6 +94,8 @@ def judge_facts(
     try:
         found = _engine(facts, spark, max_examples, engine)
     except Exception as e:
+        if engine == "python":
+            raise
         return R.result(None, stats, notes, max_examples, str(spark_error(e)))
     out = R.result(found, stats, notes, max_examples)
     return R.with_ops(out, lambda wanted: ops_at(facts.path, wanted))

@@ -17,6 +17,7 @@ on disk for a human to read. Nemeses plug in through :func:`build_nemeses`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -198,9 +199,10 @@ def run(
         return result
     from checkers.warm import prewarm
 
-    # Spark starts and warms up while the cluster starts and the load runs; the history is
-    # converted for the checks while the cluster stops and its logs are dumped.
-    warm = prewarm()
+    # Spark starts and warms up while the load runs once the history grows big enough to be
+    # judged on it; the history is converted for the checks while the cluster stops and its
+    # logs are dumped.
+    warm = prewarm(needed=_spark_needed(options, run_dir))
     try:
         timeline.phase("starting the cluster")
         result, judgement = _run_on_cluster(
@@ -216,6 +218,27 @@ def run(
         warm.close()
     record_phases(run_dir)
     return result
+
+
+def _spark_needed(options: RunOptions, run_dir: Path) -> Callable[[], bool]:
+    """Whether the run's verdict will want Spark: a Spark cluster was asked for, or the
+    history already holds half the input the Python engines take (its log dump comes on
+    top, so the warm-up starts early enough for a run that ends above the bound)."""
+    from checkers.judge import PYTHON_MAX_BYTES
+    from checkers.spark import ENV_MASTER
+
+    pattern = get_workload(options.workload).spec.history_files
+
+    def needed() -> bool:
+        if os.environ.get(ENV_MASTER):
+            return True
+        size = 0
+        for path in run_dir.glob(pattern):
+            with contextlib.suppress(OSError):
+                size += path.stat().st_size
+        return size >= PYTHON_MAX_BYTES // 2
+
+    return needed
 
 
 class Timeline:
