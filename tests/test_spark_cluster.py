@@ -87,8 +87,11 @@ def test_a_spark_cluster_judges_a_stored_run_as_the_embedded_session_does(
         with gzip.open(KEPT, "rb") as src, open(run_dir / "history.jsonl", "wb") as dst:
             shutil.copyfileobj(src, dst)
         runs[where] = run_dir
-    on_cluster = _judging(runs["cluster"], "--spark-master", url)
-    embedded = judge_run_dir(runs["embedded"], engine="spark")  # not the Python engines
+    judging = _judging(runs["cluster"], "--spark-master", url)
+    try:
+        embedded = judge_run_dir(runs["embedded"], engine="spark")  # not the Python engines
+    finally:
+        on_cluster = _verdict_of(judging)  # waited for (or killed) whatever happened here
     embedded = json.loads(json.dumps(embedded, default=str))
     assert embedded["valid"] is False  # at-least-once: duplicates to find, on both
-    assert _without_timings(_verdict_of(on_cluster)) == _without_timings(embedded)
+    assert _without_timings(on_cluster) == _without_timings(embedded)
