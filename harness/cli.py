@@ -23,28 +23,21 @@ log = logging.getLogger("harness.cli")
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from harness.kafka.install import ensure_installed
-    from harness.kafka.javaclients import ensure_built
-    from workloads import client_registry
+    from harness import prepare
 
     t0 = time.monotonic()
-    inst = ensure_installed(args.kafka_version)
-    classes = ensure_built(inst)  # the install's own attempt only warns; here it is an error
-    # Every registered client with a build of its own (franz-go: Go modules; kafkajs and
-    # confluent-js: npm).
-    # A missing toolchain is a warning: only runs with that --client need the build.
-    built = []
-    for m in client_registry.manifests().values():
-        if not m.builtin:
-            try:
-                built.append(f"{m.name}: {client_registry.ensure_built(m)}")
-            except HarnessError as exc:
-                log.warning("%s (runs with --client %s will fail)", exc, m.name)
+    inst = prepare.main_job(args.kafka_version)
     print(
         f"Kafka {inst.version}: {inst.libs_dir} ({len(list(inst.libs_dir.glob('*.jar')))} jars); "
-        f"toxiproxy: {inst.toxiproxy_bin}; Java clients: {classes.parent}; "
-        f"{'; '.join(built)}; {time.monotonic() - t0:.1f}s"
+        f"toxiproxy: {inst.toxiproxy_bin}; {time.monotonic() - t0:.1f}s"
     )
+    if args.all:
+        t0 = time.monotonic()
+        warnings = prepare.the_rest()
+        print(
+            f"the rest: {len(prepare.steps())} parts, {len(warnings)} not built here; "
+            f"{time.monotonic() - t0:.1f}s"
+        )
     return 0
 
 
@@ -262,8 +255,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("install", help="install a Kafka version and toxiproxy into the cache")
+    p = sub.add_parser(
+        "install",
+        help="install what the main job needs (a Kafka version, toxiproxy, the Java clients)",
+    )
     p.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="also build what other commands and the tests build on first use: the Go and "
+        "Node clients, the Streams application, the tests' other Kafka versions, the Docker "
+        "images (when an engine answers)",
+    )
     p.set_defaults(func=_cmd_install)
 
     p = sub.add_parser("cluster", help="start a cluster, print its addresses, hold, tear down")

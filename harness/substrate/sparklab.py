@@ -42,6 +42,11 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def ensure_image(client: Any) -> str:
+    """The lab's image (a JVM on the backend's runtime image), built on first use."""
+    return ensure_derived_image(client, dp.docker_dir() / "sparklab", REPO)
+
+
 def _daemon(main: str, *args: str) -> list[str]:
     """A Spark daemon bound to the container's own address."""
     words = " ".join(args)
@@ -60,7 +65,7 @@ def lab_up(store: Path, workers: int = 2, memory: str = "2g", client: Any = None
     store = store.expanduser().resolve()
     store.mkdir(parents=True, exist_ok=True)
     client = client or connect_engine()
-    image = ensure_derived_image(client, dp.docker_dir() / "sparklab", REPO)
+    image = ensure_image(client)
     home = spark_home()
     site = home.parent  # pyspark and py4j, for the executors' Python workers
     name = uuid.uuid4().hex[:8]
