@@ -279,6 +279,14 @@ LOG_EVIDENCE: Final = (
         optional=_OPEN_OPT,
     ),
     _log(
+        "marker-skipped",
+        "hanging_in_log",
+        "an open transaction the coordinator prepared on this partition and then completed "
+        "without its marker here (finding F9)",
+        (*_OPEN, "prepared"),
+        optional=(*_OPEN_OPT, "prepared_at"),
+    ),
+    _log(
         "open-transaction",
         "hanging_in_log",
         "an open transaction in the log that may have been in flight at the end",

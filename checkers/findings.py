@@ -23,6 +23,8 @@ class KnownFinding:
     title: str
     #: Evidence lines of a verdict that matches (empty: it does not).
     signature: Callable[[dict[str, Any]], list[str]]
+    #: A bug in Kafka itself: tried on every run, whichever client's library wrote it.
+    kafka: bool = False
 
     @property
     def link(self) -> str:
@@ -92,6 +94,22 @@ def _f7(verdict: dict[str, Any]) -> list[str]:
     ]
 
 
+def _f9(verdict: dict[str, Any]) -> list[str]:
+    """Open transactions the log evidence found prepared on their partition and completed by
+    the coordinator without a marker there (``marker-skipped``)."""
+    res = (verdict.get("checkers") or {}).get("hanging_in_log") or {}
+    exs = ((res.get("examples") or {}) if isinstance(res, dict) else {}).get("marker-skipped")
+    return [
+        f"producer {e.get('producerId')}'s transaction at epoch {e.get('epoch')} left "
+        f"{e.get('data_records')} record(s) open on {e.get('topic')}-{e.get('partition')} "
+        f"(offsets {e.get('first_offset')}..{e.get('last_offset')}): "
+        f"the coordinator's {e.get('prepared')} listed the partition, and it completed the "
+        "transaction without a marker there"
+        for e in (exs if isinstance(exs, list) else [])
+        if isinstance(e, dict)
+    ]
+
+
 KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "F5",
@@ -105,6 +123,13 @@ KNOWN: tuple[KnownFinding, ...] = (
         "is not fenced",
         _f7,
     ),
+    KnownFinding(
+        "F9",
+        "a transaction coordinator completes a transaction without the marker of a partition "
+        "that had no leader when the marker was sent (Kafka 4.3.0 on)",
+        _f9,
+        kafka=True,
+    ),
 )
 
 
@@ -113,7 +138,8 @@ def known_findings(
 ) -> list[dict[str, Any]]:
     """The documented findings an invalid verdict matches, of those its client's library is
     known for (``findings``: the ids its manifest lists, recorded in the run's options as
-    ``client_findings``; None: not recorded, every finding is tried): ``{"id", "title",
+    ``client_findings``; None: not recorded, every finding is tried) and every finding in
+    Kafka itself: ``{"id", "title",
     "link", "evidence"}`` each (nothing for a valid or unknown one). A run of a client whose
     library has no such bug is not matched: a signature reads the history's shape, and two
     libraries can leave the same shape for different reasons (KafkaJS and Confluent's
@@ -122,7 +148,7 @@ def known_findings(
         return []
     out = []
     for k in KNOWN:
-        if findings is not None and k.id not in findings:
+        if findings is not None and not k.kafka and k.id not in findings:
             continue
         evidence = k.signature(verdict)
         if evidence:

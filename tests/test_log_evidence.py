@@ -417,10 +417,20 @@ def hand_built() -> tuple[Log, dict[str, tuple[str, str]], dict]:
     case("inflight", [d(21, 1)], "open-transaction", "hanging_in_log")
     # open and the coordinator completed that epoch without this partition
     case("gone", [d(22, 1)], "hanging-transaction", "hanging_in_log")
+    # finding F9: the coordinator prepared the abort on this partition, then completed it,
+    # and no marker reached the partition (a TV0 producer: prepare at the data's epoch)
+    case("skipped", [d(23, 1)], "marker-skipped", "hanging_in_log")
+    # the same prepare and completion with the marker in place: nothing to say
+    log[("data", "skipped-ok", 0)] = [d(24, 1), m(24, 1, "ABORT")]
     log[("txnlog", "__transaction_state", 0)] = [
         txnlog_rec("tx-21", 21, 1, "Ongoing", [("inflight", 0)]),
         txnlog_rec("tx-22", 22, 1, "Ongoing", [("other", 0)]),
         txnlog_rec("tx-22", 22, 2, "CompleteCommit", []),
+        txnlog_rec("tx-23", 23, 1, "Ongoing", [("skipped", 0)]),
+        txnlog_rec("tx-23", 23, 1, "PrepareAbort", [("skipped", 0)]),
+        txnlog_rec("tx-23", 23, 1, "CompleteAbort", []),
+        txnlog_rec("tx-24", 24, 1, "PrepareAbort", [("skipped-ok", 0)]),
+        txnlog_rec("tx-24", 24, 1, "CompleteAbort", []),
     ]
     overrides = {
         (2, ("data", "div", 0), 0): {"payload": "b"},
@@ -442,10 +452,45 @@ def test_hand_built_anomalies_python(tmp_path: Path) -> None:
     for allowed in ("duplicate-marker", "unreconciled-replica", "open-transaction"):
         assert allowed not in res["bad_anomaly_types"]
     assert "tv1client" not in found  # TV2 rules spare producers that never commit TV2-style
+    assert "skipped-ok" not in found
+    (skip,) = res["checkers"]["hanging_in_log"]["examples"]["marker-skipped"]
+    assert skip["prepared"] == "PrepareAbort at epoch 1" and "finding F9" in skip["reason"]
+    hanging = res["checkers"]["hanging_in_log"]["examples"]["hanging-transaction"]
+    (gone,) = [e for e in hanging if e["topic"] == "gone"]
+    assert gone["reason_code"] == "coordinator-moved-on"  # a completion without a prepare
     # every record of an example is a full record
     ex = res["checkers"]["epoch_violation"]["examples"]["data-epoch-regression"][0]
     assert [r["offset"] for r in ex["records"]] == [1, 2]
     assert ex["records"][1]["payload"] == "v" and ex["nodes"] == [1, 2, 3]
+
+
+def test_a_skipped_marker_is_named_finding_f9_whatever_the_client(tmp_path: Path) -> None:
+    """F9 is Kafka's: the verdict names it for a client whose manifest lists no finding of
+    it, and the summary's line links to its write-up."""
+    from checkers.findings import finding_lines
+    from checkers.judge import merge_verdicts
+    from workloads.client_registry import findings
+
+    log, _exp, overrides = hand_built()
+    res = py_check(write_dump(tmp_path / "d.jsonl", materialize(log, overrides=overrides)))
+    assert "F9" not in findings("java")
+    merged = merge_verdicts({"log_evidence": res}, findings=findings("java"))
+    (f9,) = [f for f in merged["known_findings"] if f["id"] == "F9"]
+    assert f9["evidence"] == [
+        "producer 23's transaction at epoch 1 left 1 record(s) open on skipped-0 (offsets 0..0): "
+        "the coordinator's PrepareAbort at epoch 1 listed the partition, and it "
+        "completed the transaction without a marker there"
+    ]
+    assert any(ln.startswith("known finding F9: ") for ln in finding_lines(merged))
+    # without the prepare, the same open records are a hanging transaction and no F9
+    log[("txnlog", "__transaction_state", 0)] = [
+        txnlog_rec("tx-23", 23, 1, "Ongoing", [("skipped", 0)]),
+        txnlog_rec("tx-23", 23, 1, "CompleteAbort", []),
+    ]
+    res = py_check(write_dump(tmp_path / "e.jsonl", materialize(log, overrides=overrides)))
+    assert "marker-skipped" not in res["anomalies"]
+    merged = merge_verdicts({"log_evidence": res}, findings=findings("java"))
+    assert "F9" not in [f["id"] for f in merged.get("known_findings", [])]
 
 
 def test_hand_built_anomalies_spark_agrees(spark: Any, tmp_path: Path) -> None:

@@ -434,7 +434,8 @@ def replica_divergence(data: Evidence | DataFrame, *, max_examples: int = 8) -> 
 
 
 def _coordinator_states(ev: Evidence) -> DataFrame:
-    """Latest decoded transaction-log state per producer id (reference replicas only)."""
+    """Latest decoded transaction-log state per producer id and the one before it
+    (reference replicas only)."""
     schema = (
         "version string, data struct<producerId: long, producerEpoch: int, "
         "transactionStatus: string, transactionPartitions: "
@@ -457,22 +458,42 @@ def _coordinator_states(ev: Evidence) -> DataFrame:
     w = Window.partitionBy("v.data.producerId").orderBy(
         F.desc("partition"), F.desc("offset"), "_row"
     )
-    return (
-        st.select("*", F.row_number().over(w).alias("_k"))
-        .filter("_k = 1")
-        .select(
+    ranked = st.select("*", F.row_number().over(w).alias("_k")).filter("_k <= 2")
+
+    def nth(k: int, prefix: str) -> DataFrame:
+        return ranked.filter(F.col("_k") == k).select(
             F.col("v.data.producerId").alias("producerId"),
-            F.col("v.data.producerEpoch").alias("c_epoch"),
-            F.col("v.data.transactionStatus").alias("c_status"),
-            F.col("v.data.transactionPartitions").alias("c_parts"),
+            F.col("v.data.producerEpoch").alias(f"{prefix}_epoch"),
+            F.col("v.data.transactionStatus").alias(f"{prefix}_status"),
+            F.col("v.data.transactionPartitions").alias(f"{prefix}_parts"),
             F.struct(
                 F.col("node").alias("n"),
                 F.col("topic").alias("t"),
                 F.col("offset").alias("o"),
                 F.col("partition").alias("p"),
-            ).alias("c_at"),
+            ).alias(f"{prefix}_at"),
         )
-    )
+
+    # c_*: the latest state; q_*: the one before it (F9's prepare, when it is one).
+    return nth(1, "c").join(nth(2, "q"), "producerId", "left")
+
+
+def _state(r: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """A collected row's coordinator state (``c``: latest, ``q``: the one before), decoded as
+    :func:`history.logdump.parse_txn_state` decodes it; None when the row has none."""
+    if r.get(f"{prefix}_epoch") is None:
+        return None
+    parts = []
+    for tp in r.get(f"{prefix}_parts") or []:
+        if tp.get("topic") is not None:
+            parts += [(tp["topic"], p) for p in tp.get("partitionIds") or [] if p is not None]
+    status = r.get(f"{prefix}_status")
+    return {
+        "producerId": r["producerId"],
+        "producerEpoch": r[f"{prefix}_epoch"],
+        "status": TXN_STATUS.get(status or "", status),
+        "partitions": parts,
+    }
 
 
 def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict[str, Any]:
@@ -516,23 +537,13 @@ def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict
             "last_offset": r["last_offset"],
             "data_records": r["data_records"],
         }
-        state = None
-        if "c_epoch" in r:
-            parts = []
-            for tp in r.get("c_parts") or []:
-                if tp.get("topic") is not None:
-                    parts += [
-                        (tp["topic"], p) for p in tp.get("partitionIds") or [] if p is not None
-                    ]
-            status = r.get("c_status")
-            state = {
-                "producerId": r["producerId"],
-                "producerEpoch": r["c_epoch"],
-                "status": TXN_STATUS.get(status or "", status),
-                "partitions": parts,
-            }
-        typ, code = R.hanging_reason(r.get("max_data"), r.get("max_marker"), state, f)
+        state, prior = _state(r, "c"), _state(r, "q")
+        typ, code = R.hanging_reason(r.get("max_data"), r.get("max_marker"), state, f, prior)
         f["type"], f["reason_code"] = typ, code
+        if code == "prepared-then-completed" and prior is not None:
+            f["prepared"] = R.describe_prepare(prior)
+            q = r["q_at"]
+            f["prepared_at"] = (q["n"], q["t"], q["o"], q["p"])
         if code == "higher-data-epoch":
             f["later_epoch"] = r["max_data"]
         elif code == "higher-marker-epoch":

@@ -32,6 +32,7 @@ from checkers.logs.rules import (
     EPOCH_TYPES,
     HANGING_TYPES,
     TV2_TYPES,
+    describe_prepare,
     describe_state,
     example,
     hanging_reason,
@@ -352,16 +353,20 @@ def replica_divergence(dump: LogDump, *, max_examples: int = 8) -> dict[str, Any
     )
 
 
+Where = tuple[int, str, int, int]
+
+
 def coordinator_states(
     dump: LogDump,
-) -> dict[int, tuple[dict[str, Any], tuple[int, str, int, int]]]:
-    """pid -> (latest decoded transaction-log state, (node, topic, offset, partition) of it).
+) -> dict[int, tuple[dict[str, Any], Where, dict[str, Any] | None, Where | None]]:
+    """pid -> (latest decoded transaction-log state, (node, topic, offset, partition) of it,
+    the state before it or None, its place).
 
     Read from each transaction-log partition's reference replica; the latest state of a
-    producer id is the one at the highest (partition, offset).
+    producer id is the one at the highest (partition, offset), the one before it the next.
     """
     refs = reference_replicas(dump)
-    best: dict[int, tuple[tuple[int, int], dict[str, Any], tuple[int, str, int, int]]] = {}
+    top: dict[int, list[tuple[tuple[int, int], dict[str, Any], Where]]] = {}
     topic_of = {(k[2]): k[1] for k in dump.parts if k[0] == "txnlog"}
     for node, part, off, _line, payload in dump.txnlog:
         topic = topic_of.get(part)
@@ -370,11 +375,15 @@ def coordinator_states(
         st = parse_txn_state(payload)
         if st is None:
             continue
-        rank = (part, off)
-        cur = best.get(st["producerId"])
-        if cur is None or rank > cur[0]:
-            best[st["producerId"]] = (rank, st, (node, topic, off, part))
-    return {pid: (st, where) for pid, (_, st, where) in best.items()}
+        two = top.setdefault(st["producerId"], [])
+        two.append(((part, off), st, (node, topic, off, part)))
+        two.sort(key=lambda x: x[0], reverse=True)
+        del two[2:]
+    out = {}
+    for pid, two in top.items():
+        prior = two[1] if len(two) > 1 else None
+        out[pid] = (two[0][1], two[0][2], prior and prior[1], prior and prior[2])
+    return out
 
 
 def hanging_in_log(dump: LogDump, *, max_examples: int = 8) -> dict[str, Any]:
@@ -412,9 +421,12 @@ def hanging_in_log(dump: LogDump, *, max_examples: int = 8) -> dict[str, Any]:
                 "last_offset": seg[-1][OFF],
                 "data_records": len(seg),
             }
-            st, where = coords.get(pid, (None, None))
-            t, code = hanging_reason(max_data.get(pid), max_marker.get(pid), st, f)
+            st, where, prior, prior_at = coords.get(pid, (None, None, None, None))
+            t, code = hanging_reason(max_data.get(pid), max_marker.get(pid), st, f, prior)
             f["type"], f["reason_code"] = t, code
+            if code == "prepared-then-completed" and prior is not None:
+                f["prepared"] = describe_prepare(prior)
+                f["prepared_at"] = prior_at
             if code == "higher-data-epoch":
                 f["later_epoch"] = max_data[pid]
             elif code == "higher-marker-epoch":

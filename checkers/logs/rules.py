@@ -30,6 +30,8 @@ ALLOWED_TYPES: Final = frozenset(t.name for t in LOG_EVIDENCE if t.allowed)
 IN_FLIGHT_STATES: Final = frozenset(
     ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 )
+#: A prepare and the completion it must be followed by.
+COMPLETES: Final = {"PrepareCommit": "CompleteCommit", "PrepareAbort": "CompleteAbort"}
 
 CHECKERS: Final = LOG_CHECKERS
 #: Log-evidence type names are unique across its checkers.
@@ -48,11 +50,36 @@ def coordinator_in_flight(
     )
 
 
+def marker_skipped(
+    state: dict[str, Any] | None, prior: dict[str, Any] | None, topic: str, part: int, epoch: int
+) -> bool:
+    """Finding F9's shape: the coordinator's last two states of the producer are a prepare
+    that listed this partition at this transaction's epoch (TV0/1: the data's; TV2: one
+    above) and the completion of that prepare, so the coordinator finished the transaction
+    though this partition holds no marker for it. The latest state being that completion
+    rules out a later transaction of the same producer (it would have written ``Ongoing``
+    with its partitions before its data could be appended)."""
+    return (
+        state is not None
+        and prior is not None
+        and COMPLETES.get(prior["status"]) == state["status"]
+        and (topic, part) in prior["partitions"]
+        and prior["producerEpoch"] in (epoch, epoch + 1)
+    )
+
+
 def hanging_reason(
-    max_data_any: int | None, max_marker_any: int | None, state: dict[str, Any] | None, f: dict
+    max_data_any: int | None,
+    max_marker_any: int | None,
+    state: dict[str, Any] | None,
+    f: dict,
+    prior: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
-    """Classify an open transaction: (type, reason code). Shared so both sides agree."""
+    """Classify an open transaction: (type, reason code). Shared so both sides agree.
+    ``prior``: the coordinator's state of the producer before ``state``, its latest."""
     e = f["epoch"]
+    if marker_skipped(state, prior, f["topic"], f["partition"], e):
+        return "marker-skipped", "prepared-then-completed"
     if max_data_any is not None and max_data_any > e:
         return "hanging-transaction", "higher-data-epoch"
     if max_marker_any is not None and max_marker_any > e + 1:
@@ -103,7 +130,7 @@ def reason(f: dict[str, Any]) -> str:
             f"TV2: {f['outcome']} marker at epoch {f['epoch']} follows the {f['prior_outcome']} "
             f"marker at offset {f['prior_offset']} with the same epoch and no data between"
         )
-    if t in ("hanging-transaction", "open-transaction"):
+    if t in ("hanging-transaction", "open-transaction", "marker-skipped"):
         code = f["reason_code"]
         head = (
             f"{f['data_records']} record(s) of producer {pid} at epoch {f['epoch']} "
@@ -115,6 +142,13 @@ def reason(f: dict[str, Any]) -> str:
             tail = (
                 f"; a marker of epoch {f['later_epoch']} shows the coordinator moved past "
                 "this epoch"
+            )
+        elif code == "prepared-then-completed":
+            prepared = f["prepared"]
+            tail = (
+                f"; the coordinator's {prepared} listed this partition and its next state "
+                f"completed the transaction ({COMPLETES[prepared.split()[0]]}) with no marker "
+                "here: the marker was skipped (finding F9)"
             )
         elif code == "coordinator-moved-on":
             tail = (
@@ -167,11 +201,11 @@ def selectors(f: dict[str, Any]) -> list[Selector]:
         ]
     if t in ("conflicting-markers", "duplicate-marker"):
         return [at(f["prior_offset"]), at(off)]
-    if t in ("hanging-transaction", "open-transaction"):
+    if t in ("hanging-transaction", "open-transaction", "marker-skipped"):
         sel = [rng(f["first_offset"], f["last_offset"])]
-        c = f.get("coordinator_at")
-        if c is not None:
-            sel.append(at(c[2], n=c[0], kind="txnlog", topic=c[1], part=c[3]))
+        for c in (f.get("prepared_at"), f.get("coordinator_at")):
+            if c is not None:
+                sel.append(at(c[2], n=c[0], kind="txnlog", topic=c[1], part=c[3]))
         return sel
     if t in ("replica-divergence", "unreconciled-replica"):
         return [at(off, n=n) for n in f["nodes"]]
@@ -280,6 +314,11 @@ def top_findings(findings: list[dict[str, Any]], n: int) -> dict[str, list[dict[
         if len(by_type[f["type"]]) < n:
             by_type[f["type"]].append(f)
     return by_type
+
+
+def describe_prepare(st: dict[str, Any]) -> str:
+    """The prepare state a ``marker-skipped`` finding names (``prepared``)."""
+    return f"{st['status']} at epoch {st['producerEpoch']}"
 
 
 def describe_state(st: dict[str, Any], topic: str, part: int) -> str:
