@@ -450,13 +450,18 @@ def test_tiny_matrix_for_real_and_its_page(tmp_path: Path) -> None:
     for c in matrix["cells"]:
         assert c["outcome"] == "pass" and c["verdict"] == "valid", c["message"]
         assert Path(c["report"]).is_file() and Path(c["run_dir"], "results.json").is_file()
-        # The child recorded the run; the matrix judged it, in its one Spark session.
+        # The child recorded the run; the matrix judged it, in its own process.
         assert "judged by the matrix" in Path(c["log"]).read_text()
         timeline = json.loads(Path(c["run_dir"], "timeline.json").read_text())
         phases = [p["phase"] for p in timeline["phases"]]
         assert "recorded" in phases and "checking" not in phases, phases
         assert "--no-verdict" not in c["command"]  # what a user re-runs judges itself
-    assert matrix["spark_jvms"] == 1  # for both cells
+    # Small cells are judged on the Python engines: no JVM (one at most, shared, if a cell
+    # needed Spark).
+    assert matrix["spark_jvms"] == 0
+    for c in matrix["cells"]:
+        engines = json.loads(Path(c["run_dir"], "results.json").read_text())["engines"]
+        assert set(engines.values()) == {"python"}, engines
     assert cell["records_per_s"]
     assert load_seen(tmp_path) is not None and "4.3.1" in load_seen(tmp_path)  # type: ignore[operator]
     page = check_page(out_dir / "matrix.html", tmp_path / "matrix.png", selectors=["#matrix td a"])

@@ -244,16 +244,14 @@ def matrix_command(args: argparse.Namespace) -> int:
     # Per version, before its first cell: (install error, Java build error).
     prepared: dict[str, tuple[str | None, str | None]] = {}
     java = {c.version for c in cells if c.scenario.client in BUILT_CLIENTS}
-    # One Spark session judges every cell (see run_cell), started once for the matrix. Not a
-    # background warm-up: cancelling one that is still at work when the first cell is judged
-    # once left a Spark job waiting forever.
+    # Each cell is judged in this process (see run_cell): on the Python engines when its
+    # evidence is small, as a nightly cell's is, so no JVM starts; the first cell that needs
+    # Spark starts one session, which every later cell shares and which ends with the matrix.
+    # Never a background warm-up: cancelling one still at work when a cell was judged once
+    # left a Spark job waiting forever.
     from checkers import spark as sparkmod
 
     launches = sparkmod.jvm_launches
-    try:
-        sparkmod.start_spark()
-    except Exception as exc:  # each cell's judgement then tries and says why it cannot
-        print(f"matrix: Spark did not start: {sparkmod.spark_error(exc)}", flush=True)
     try:
         for i, cell in enumerate(cells, 1):
             if cell.version not in prepared:
