@@ -205,8 +205,13 @@ def _log(name: str, checker: str, summary: str, fields: tuple[str, ...], **kw: A
 _REGRESSION = (*_PID, "epoch", "prior_epoch", "prior_offset")
 _MARKER_PAIR = (*_PID, "epoch", "outcome", "prior_outcome", "prior_offset")
 _OPEN = (*_PID, "epoch", "first_offset", "last_offset", "data_records", "reason_code")
-_OPEN_OPT = ("later_epoch", "coordinator")
 _DIVERGED = ("variants", "min_log_end", "leader_epochs")
+
+
+def _open(name: str, summary: str, more: tuple = (), opt: tuple = (), **kw: Any) -> AnomalyType:
+    optional = ("later_epoch", "coordinator", *opt)
+    return _log(name, "hanging_in_log", summary, (*_OPEN, *more), optional=optional, **kw)
+
 
 LOG_EVIDENCE: Final = (
     _log(
@@ -271,27 +276,16 @@ LOG_EVIDENCE: Final = (
         _DIVERGED,
         allowed=True,
     ),
-    _log(
-        "hanging-transaction",
-        "hanging_in_log",
-        "an open transaction in the log that can no longer be ended",
-        _OPEN,
-        optional=_OPEN_OPT,
-    ),
-    _log(
+    _open("hanging-transaction", "an open transaction in the log that can no longer be ended"),
+    _open(
         "marker-skipped",
-        "hanging_in_log",
-        "an open transaction the coordinator prepared on this partition and then completed "
-        "without its marker here (finding F9)",
-        (*_OPEN, "prepared"),
-        optional=(*_OPEN_OPT, "prepared_at"),
+        "an open transaction its coordinator prepared here and completed with no marker (F9)",
+        ("prepared",),
+        ("prepared_at",),
     ),
-    _log(
+    _open(
         "open-transaction",
-        "hanging_in_log",
         "an open transaction in the log that may have been in flight at the end",
-        _OPEN,
-        optional=_OPEN_OPT,
         allowed=True,
     ),
 )

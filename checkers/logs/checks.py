@@ -42,7 +42,6 @@ from checkers.logdump.evidence import (
 from checkers.logdump.rules import reference_rank
 from checkers.logs import rules as R
 from checkers.spark import set_conf
-from history.logdump import TXN_STATUS
 from history.logdump_format import TXN_KINDS
 
 if TYPE_CHECKING:
@@ -478,24 +477,6 @@ def _coordinator_states(ev: Evidence) -> DataFrame:
     return nth(1, "c").join(nth(2, "q"), "producerId", "left")
 
 
-def _state(r: dict[str, Any], prefix: str) -> dict[str, Any] | None:
-    """A collected row's coordinator state (``c``: latest, ``q``: the one before), decoded as
-    :func:`history.logdump.parse_txn_state` decodes it; None when the row has none."""
-    if r.get(f"{prefix}_epoch") is None:
-        return None
-    parts = []
-    for tp in r.get(f"{prefix}_parts") or []:
-        if tp.get("topic") is not None:
-            parts += [(tp["topic"], p) for p in tp.get("partitionIds") or [] if p is not None]
-    status = r.get(f"{prefix}_status")
-    return {
-        "producerId": r["producerId"],
-        "producerEpoch": r[f"{prefix}_epoch"],
-        "status": TXN_STATUS.get(status or "", status),
-        "partitions": parts,
-    }
-
-
 def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict[str, Any]:
     """Transactions left without a marker at the end of a reference replica's log."""
     ev = as_evidence(data)
@@ -537,7 +518,7 @@ def hanging_in_log(data: Evidence | DataFrame, *, max_examples: int = 8) -> dict
             "last_offset": r["last_offset"],
             "data_records": r["data_records"],
         }
-        state, prior = _state(r, "c"), _state(r, "q")
+        state, prior = R.state_from_row(r, "c"), R.state_from_row(r, "q")
         typ, code = R.hanging_reason(r.get("max_data"), r.get("max_marker"), state, f, prior)
         f["type"], f["reason_code"] = typ, code
         if code == "prepared-then-completed" and prior is not None:

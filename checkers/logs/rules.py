@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from checkers.anomalies import LOG_CHECKERS, LOG_EVIDENCE, log_types
 from checkers.logdump.rules import Selector
+from history.logdump import TXN_STATUS
 
 EPOCH_TYPES: Final = log_types("epoch_violation")
 DIVERGENCE_TYPES: Final = log_types("replica_divergence")
@@ -324,3 +325,21 @@ def describe_prepare(st: dict[str, Any]) -> str:
 def describe_state(st: dict[str, Any], topic: str, part: int) -> str:
     cover = "covers" if (topic, part) in st["partitions"] else "does not cover"
     return f"{st['status']} at epoch {st['producerEpoch']}, {cover} this partition"
+
+
+def state_from_row(r: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """A Spark row's coordinator state (``c``: latest, ``q``: the one before), as a dict, decoded
+    as :func:`history.logdump.parse_txn_state` decodes it; None when the row has none."""
+    if r.get(f"{prefix}_epoch") is None:
+        return None
+    parts = []
+    for tp in r.get(f"{prefix}_parts") or []:
+        if tp.get("topic") is not None:
+            parts += [(tp["topic"], p) for p in tp.get("partitionIds") or [] if p is not None]
+    status = r.get(f"{prefix}_status")
+    return {
+        "producerId": r["producerId"],
+        "producerEpoch": r[f"{prefix}_epoch"],
+        "status": TXN_STATUS.get(status or "", status),
+        "partitions": parts,
+    }
