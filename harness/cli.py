@@ -34,10 +34,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.all:
         t0 = time.monotonic()
         warnings = prepare.the_rest()
-        print(
-            f"the rest: {len(prepare.steps())} parts, {len(warnings)} not built here; "
-            f"{time.monotonic() - t0:.1f}s"
-        )
+        print(f"the rest: {len(warnings)} part(s) not built here; {time.monotonic() - t0:.1f}s")
     return 0
 
 

@@ -20,7 +20,7 @@ def _actionlint() -> str:
     try:
         return ensure_actionlint()
     except HarnessError as exc:
-        if "no Go" in str(exc):
+        if "go not found" in str(exc):
             pytest.skip(str(exc))
         raise
 

@@ -375,15 +375,13 @@ def coordinator_states(
         st = parse_txn_state(payload)
         if st is None:
             continue
-        two = top.setdefault(st["producerId"], [])
-        two.append(((part, off), st, (node, topic, off, part)))
-        two.sort(key=lambda x: x[0], reverse=True)
-        del two[2:]
-    out = {}
-    for pid, two in top.items():
-        prior = two[1] if len(two) > 1 else None
-        out[pid] = (two[0][1], two[0][2], prior and prior[1], prior and prior[2])
-    return out
+        new = ((part, off), st, (node, topic, off, part))
+        pid = st["producerId"]
+        top[pid] = sorted([*top.get(pid, ()), new], key=lambda x: x[0], reverse=True)[:2]
+    return {
+        pid: (two[0][1], two[0][2], *(two[1][1:] if len(two) > 1 else (None, None)))
+        for pid, two in top.items()
+    }
 
 
 def hanging_in_log(dump: LogDump, *, max_examples: int = 8) -> dict[str, Any]:

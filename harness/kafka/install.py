@@ -104,6 +104,36 @@ def _find_tool(name: str, hint: str) -> str:
     return found
 
 
+def go_build(
+    args: list[str],
+    what: str,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> None:
+    """``go ARGS`` with cgo off (``env`` over this process's environment): the one way the
+    harness builds from Go sources (toxiproxy's server, the Docker reaper, actionlint). A
+    missing Go, a failure or a timeout is a one-line :class:`HarnessError` naming ``what``."""
+    go = _find_tool("go", f"install Go 1.21+ to build {what}")
+    try:
+        proc = subprocess.run(
+            [go, *args],
+            cwd=cwd,
+            env={**os.environ, "CGO_ENABLED": "0", **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"building {what} with go took over {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        hint = " (no network?)" if re.search(r"dial|lookup|timeout|proxy", last, re.I) else ""
+        raise HarnessError(f"building {what} with go failed{hint}: {last[:300]}")
+
+
 def _pom(version: str, extra: list[tuple[str, str, str]]) -> str:
     deps = [
         ("org.apache.kafka", "kafka_2.13", version),
@@ -191,23 +221,14 @@ def _toxiproxy_tag() -> str:
 
 def _install_toxiproxy(dest_dir: Path) -> Path:
     """Build toxiproxy's server with the harness's ``kafka_hold`` toxic registered."""
-    go = _find_tool("go", "install Go 1.21+ to build toxiproxy's server")
     dest_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, CGO_ENABLED="0")
-    env.setdefault("GOFLAGS", "-mod=mod")
     partial = dest_dir / "toxiproxy-server.partial"
-    proc = subprocess.run(
-        [go, "build", "-o", str(partial), "."],
+    go_build(
+        ["build", "-o", str(partial), "."],
+        f"toxiproxy {TOXIPROXY_VERSION}",
         cwd=TOXIPROXY_SOURCE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+        env={"GOFLAGS": os.environ.get("GOFLAGS", "-mod=mod")},
     )
-    if proc.returncode != 0 or not partial.exists():
-        last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
-        hint = " (no network?)" if re.search(r"dial|lookup|timeout|proxy", last, re.I) else ""
-        raise HarnessError(f"building toxiproxy {TOXIPROXY_VERSION} with go failed{hint}: {last}")
     final = dest_dir / "toxiproxy-server"
     partial.rename(final)
     return final

@@ -9,29 +9,22 @@ machine limited to package registries cannot do. The install step builds it with
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from common.cache import cache_root
-from common.errors import HarnessError
+from harness.kafka.install import go_build
 
 MODULE = "github.com/rhysd/actionlint/cmd/actionlint"
 VERSION = "v1.7.12"
 BUILD_TIMEOUT_S = 900
 
 
-def find_go() -> str | None:
-    return shutil.which("go") or (
-        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
-    )
-
-
 def ensure_actionlint() -> str:
     """The actionlint executable, built from its Go module if none is on PATH; a one-line
-    :class:`HarnessError` when there is no Go to build it with or the build fails."""
+    :class:`common.errors.HarnessError` when there is no Go to build it with or the build
+    fails."""
     found = shutil.which("actionlint") or shutil.which(
         "actionlint", path=str(Path(sys.executable).parent)
     )
@@ -41,20 +34,11 @@ def ensure_actionlint() -> str:
     binary = dest / "actionlint"
     if binary.exists():
         return str(binary)
-    go = find_go()
-    if go is None:
-        raise HarnessError("no actionlint on PATH and no Go to build it")
     dest.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOBIN=str(dest), CGO_ENABLED="0")
-    proc = subprocess.run(
-        [go, "install", f"{MODULE}@{VERSION}"],
-        env=env,
-        capture_output=True,
-        text=True,
+    go_build(
+        ["install", f"{MODULE}@{VERSION}"],
+        f"actionlint {VERSION}",
+        env={"GOBIN": str(dest)},
         timeout=BUILD_TIMEOUT_S,
-        check=False,
     )
-    if proc.returncode != 0 or not binary.exists():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise HarnessError(f"building actionlint {VERSION} failed: {last[:300]}")
     return str(binary)

@@ -250,7 +250,7 @@ def reaper_tag(rootfs: str) -> str:
 def ensure_reaper_image(client: Any) -> str:
     """The reaper image's tag: the Ryuk-compatible reaper built with the host's Go (standard
     library only: nothing to download) and copied onto the root fs."""
-    from harness.kafka.install import _find_tool
+    from harness.kafka.install import go_build
 
     tag = reaper_tag(rootfs_tag(debian_mirror()))
     if _has_image(client, tag):
@@ -259,21 +259,15 @@ def ensure_reaper_image(client: Any) -> str:
         if _has_image(client, tag):
             return tag
         rootfs = _ensure_rootfs(client)
-        go = _find_tool("go", "install Go 1.21+ to build the Docker backend's reaper")
         work = Path(tempfile.mkdtemp(prefix="kh-reaper-", dir=_cache_dir()))
         try:
-            env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod")
-            proc = subprocess.run(
-                [go, "build", "-o", str(work / "reaper"), "."],
+            go_build(
+                ["build", "-o", str(work / "reaper"), "."],
+                "the Docker backend's reaper",
                 cwd=REAPER_SOURCE,
-                env=env,
-                capture_output=True,
-                text=True,
+                env={"GOFLAGS": "-mod=mod"},
                 timeout=BUILD_TIMEOUT,
-                check=False,
             )
-            if proc.returncode != 0:
-                raise HarnessError(f"building the reaper failed: {_last_line(proc.stderr)}")
             (work / "Dockerfile").write_text(
                 "ARG ROOTFS\nFROM ${ROOTFS}\nCOPY reaper /usr/local/bin/reaper\n"
                 f"LABEL {LABEL_IMAGE}=reaper\nEXPOSE 8080\n"
