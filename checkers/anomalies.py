@@ -397,6 +397,13 @@ CONNECT: Final = (
         "records",
         ("reason", "records"),
     ),
+    _connect(
+        "stalled-task",
+        "a task of the final configuration that confirmed nothing for 30 s after the faults "
+        "healed and its task count was set",
+        "tasks",
+        ("task", "worker", "last_confirmed_ms", "quiet_s", "since_ms", "stop_ms", "log"),
+    ),
 )
 
 
@@ -553,20 +560,14 @@ _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 
 def lookup(checker: str, name: str) -> AnomalyType | None:
-    """The type ``name`` as reported by ``checker`` (``None`` if no such type).
-
-    Names are unique per checker, not overall: the eos check and the log evidence both have
-    a ``hanging-transaction``, and both the eos and queue workloads a ``duplicate``.
-    """
+    """The type ``name`` as reported by ``checker`` (``None`` if no such type): names are
+    unique per checker only (eos and queue both have a ``duplicate``)."""
     return _BY_KEY.get((checker, name))
 
 
 def describe(name: str, checker: str | None = None) -> str:
-    """One sentence for the anomaly type ``name`` (of ``checker`` if given); "" if unknown.
-
-    Without a checker, the first definition of that name wins, in the order eos, log
-    evidence, queue, connect, streams, share.
-    """
+    """One sentence for the anomaly type ``name`` (of ``checker`` if given; else the first
+    definition of the name, in the order eos, log evidence, queue, connect, streams, share)."""
     if checker is not None:
         t = lookup(checker, name)
         return t.summary if t is not None else ""
@@ -574,12 +575,9 @@ def describe(name: str, checker: str | None = None) -> str:
 
 
 def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """``(checker, type, count)`` for every type a result reports with a count above zero.
-
-    Takes any result: one checker's (the queue checker's, with ``checker`` and
-    ``anomalies``), a family's or the run's (``checkers``: each either an ``anomalies`` map
-    or, for an eos check, its own ``count``), so a reader need not know which shape it holds.
-    """
+    """``(checker, type, count)`` for every type a result reports with a count above zero,
+    from any result: one checker's (``checker`` and ``anomalies``), a family's or the run's
+    (``checkers``: each an ``anomalies`` map or, for an eos check, its own ``count``)."""
     checkers = result.get("checkers")
     if not isinstance(checkers, dict):
         checkers = {str(result.get("checker", "")): result}

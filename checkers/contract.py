@@ -17,7 +17,7 @@ from typing import Any
 
 #: The exit statuses of the contract's table (docs/client-contract.md, "Exit status").
 EXIT_CODES = {0: "ok", 2: "bad-config", 3: "fenced", 4: "fatal", 5: "uncertain",
-              6: "rewind-failed", 7: "orphaned", 70: "hook"}  # fmt: skip
+              6: "rewind-failed", 7: "orphaned", 8: "not-authorized", 70: "hook"}  # fmt: skip
 #: What a processor records, and the keys each op's value carries.
 PROCESSOR_OPS = ("start", "txn", "rebalance", "rewind", "exit")
 TXN_INVOKE_KEYS = frozenset({"txn", "transactional_id", "generation", "member_id", "inputs"})

@@ -25,6 +25,8 @@ class KnownFinding:
     signature: Callable[[dict[str, Any]], list[str]]
     #: A bug in Kafka itself: tried on every run, whichever client's library wrote it.
     kafka: bool = False
+    #: What an operator does about it, one sentence (empty: nothing to do but avoid it).
+    remedy: str = ""
 
     @property
     def link(self) -> str:
@@ -129,6 +131,12 @@ KNOWN: tuple[KnownFinding, ...] = (
         "that had no leader when the marker was sent (Kafka 4.3.0 on)",
         _f9,
         kafka=True,
+        remedy="once each partition has its leader back, Kafka's own tool releases it: "
+        "kafka-transactions.sh --bootstrap-server BROKERS find-hanging --broker-id N "
+        "--max-transaction-timeout 1 lists the open transaction, and kafka-transactions.sh "
+        "abort --topic TOPIC --partition P --start-offset FIRST (the first offset above) "
+        "aborts it, after which read_committed consumers move on; the harness never does it "
+        "for you",
     ),
 )
 
@@ -139,11 +147,11 @@ def known_findings(
     """The documented findings an invalid verdict matches, of those its client's library is
     known for (``findings``: the ids its manifest lists, recorded in the run's options as
     ``client_findings``; None: not recorded, every finding is tried) and every finding in
-    Kafka itself: ``{"id", "title",
-    "link", "evidence"}`` each (nothing for a valid or unknown one). A run of a client whose
-    library has no such bug is not matched: a signature reads the history's shape, and two
-    libraries can leave the same shape for different reasons (KafkaJS and Confluent's
-    JavaScript client both record generation -1, only one commits offsets without it)."""
+    Kafka itself: ``{"id", "title", "link", "evidence", "kafka", "remedy"}`` each (nothing
+    for a valid or unknown one). A run of a client whose library has no such bug is not
+    matched: a signature reads the history's shape, and two libraries can leave the same
+    shape for different reasons (KafkaJS and Confluent's JavaScript client both record
+    generation -1, only one commits offsets without it)."""
     if verdict.get("valid") is not False:
         return []
     out = []
@@ -152,7 +160,16 @@ def known_findings(
             continue
         evidence = k.signature(verdict)
         if evidence:
-            out.append({"id": k.id, "title": k.title, "link": k.link, "evidence": evidence})
+            out.append(
+                {
+                    "id": k.id,
+                    "title": k.title,
+                    "link": k.link,
+                    "evidence": evidence,
+                    "kafka": k.kafka,
+                    "remedy": k.remedy,
+                }
+            )
     return out
 
 

@@ -24,11 +24,13 @@ def wait_for(
     what: str,
     interval: float = 0.1,
     max_interval: float = 1.0,
+    fatal: tuple[type[BaseException], ...] = (),
 ) -> T:
     """Call ``predicate`` until it returns a truthy value and return that value.
 
     Exceptions raised by the predicate count as "not yet" (a broker that is still starting
-    refuses connections); the last one is chained to the timeout to help diagnosis.
+    refuses connections); the last one is chained to the timeout to help diagnosis. One of
+    the ``fatal`` types ends the wait at once: waiting longer cannot help.
     """
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
@@ -38,6 +40,8 @@ def wait_for(
             result = predicate()
             if result:
                 return result
+        except fatal:
+            raise
         except Exception as exc:  # any failure means "not ready yet"
             last_exc = exc
         if time.monotonic() >= deadline:

@@ -73,6 +73,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
             "store": str(cluster.dir),
             "ready_seconds": round(cluster.timings["ready"], 2),
         }
+        if cluster.security is not None:  # how a client logs in: files, never a secret
+            info["security"] = {"mode": cluster.security.mode, "client": cluster.client_security}
         print(json.dumps(info), flush=True)
         if args.hold:
             deadline = time.monotonic() + args.hold
@@ -376,6 +378,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
     add_shape_arguments(p)
+    from common.acls import ACL_RESOURCES
+
+    p.add_argument(
+        "--withhold-acl",
+        choices=ACL_RESOURCES,
+        default=None,
+        help="with --security: leave out the clients' ACLs on this kind of resource, to see "
+        "how a client fails that lacks them (the run stops with status 2 and names the ACL)",
+    )
     add_backend_argument(p)
     add_workload_arguments(p)
     from checkers.spark import add_master_argument

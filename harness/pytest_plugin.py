@@ -15,7 +15,8 @@ side without collisions. Another project can depend on this package and use the 
 
 Options: ``--kafka-version``, ``--nodes``, ``--store``, ``--time-limit``, ``--seed``,
 ``--nemesis`` (defaults for the scenarios, which may scale them); the cluster's shape
-``--broker-config KEY=VALUE``, ``--replication-factor``, ``--min-insync-replicas``; and the
+``--broker-config KEY=VALUE``, ``--replication-factor``, ``--min-insync-replicas``,
+``--broker-patch NAME`` (a fix given to every broker, ``harness.kafka.brokerpatch``); and the
 knobs of the clients under test ``--client-config KEY=VALUE``, ``--group-protocol``,
 ``--txn-delay-ms``, given to every scenario whose workload takes them (a scenario whose client
 cannot, Kafka's Java copier, is skipped with the reason).
@@ -79,6 +80,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--replication-factor", type=int, default=None, help="of every topic")
     group.addoption("--min-insync-replicas", type=int, default=None, help="of every topic")
     group.addoption(
+        "--broker-patch", default=None, metavar="NAME", help="a fix given to every broker"
+    )
+    group.addoption(
+        "--security",
+        default="plaintext",
+        choices=("plaintext", "tls", "sasl_ssl"),
+        help="every worker's cluster secured so (scenarios that cannot run on it are skipped)",
+    )
+    group.addoption(
         "--client-config",
         action="append",
         default=[],
@@ -141,6 +151,8 @@ def _shape(config: pytest.Config) -> argparse.Namespace:
         broker_config=option("--broker-config"),
         replication_factor=option("--replication-factor"),
         min_insync_replicas=option("--min-insync-replicas"),
+        broker_patch=option("--broker-patch"),
+        security=option("--security"),
         backend=option("--backend"),
         hosts=option("--hosts"),
         accept_new_host_keys=option("--accept-new-host-keys"),
@@ -148,17 +160,23 @@ def _shape(config: pytest.Config) -> argparse.Namespace:
 
 
 def _cluster_config(request: pytest.FixtureRequest, store: Path) -> Any:
+    """A worker's cluster: it outlives the runs on it, which keep no log dump (their records
+    are mixed with every other test's), so it dumps none at the end either (a whole
+    session's segments took 45 s to dump)."""
     from common.settings import parse_settings
     from harness.substrate.api import ClusterConfig
 
     option = request.config.getoption
     return ClusterConfig(
+        dump_logs=False,
         nodes=option("--nodes"),
         kafka_version=option("--kafka-version"),
         store=store,
         broker_settings=parse_settings(option("--broker-config"), "--broker-config"),
         replication_factor=option("--replication-factor"),
         min_insync_replicas=option("--min-insync-replicas"),
+        broker_patch=option("--broker-patch"),
+        security=option("--security"),
         hosts=option("--hosts"),
         accept_new_host_keys=option("--accept-new-host-keys"),
     )
@@ -367,7 +385,7 @@ def scenario(
     from harness.report import write_report
     from harness.run.arguments import options_from_args
     from harness.run.runner import run_on_shared
-    from harness.run.workloads import get
+    from harness.run.workloads import get, security_problem
 
     def run(
         workload: str,
@@ -392,6 +410,9 @@ def scenario(
 
         def build(fields: dict[str, Any]) -> Any:
             wopts = spec.options_type.from_dict(fields)
+            reason = security_problem(config.getoption("--security"), workload, wopts)
+            if reason is not None:
+                pytest.skip(reason)
             need = spec.needs_kafka(wopts)
             version = config.getoption("--kafka-version")
             if need is not None and KafkaVersion(version) < KafkaVersion(need[0]):

@@ -296,3 +296,34 @@ def test_share_accept_before_process_is_caught(scenario) -> None:  # type: ignor
     )
     assert verdict["valid"] is False, f"accept-before-process was not caught; report: {report}"
     assert "lost" in verdict["bad_anomaly_types"], _explain(verdict, result, report)
+
+
+def test_a_rollback_while_the_partitions_have_no_leader_is_named_f9(
+    scenario, kafka_cluster
+) -> None:  # type: ignore[no-untyped-def]
+    """The ``leaderless-marker`` recipe (finding F9): a processor held before its EndTxn while
+    its output partitions have no leader when its coordinator rolls the transaction back.
+    From Kafka 4.3.0 the coordinator completes it without their markers: the records stay
+    open, the run is invalid with ``hanging-transaction`` and ``lost``; an older broker waits
+    for a leader: valid. (A run on a shared cluster has no log dump, so no ``marker-skipped``
+    here: tests/test_f9_run.py names F9 on a fresh cluster's run.)"""
+    import json
+
+    from harness.kafka.versions import KafkaVersion
+
+    verdict, result, report = scenario(
+        "eos",
+        "f9",
+        nemesis="leaderless-marker",
+        time_limit=40,
+        correct=False,
+        **{**EOS, "drain_timeout_s": 20.0},
+    )
+    executed = json.loads((result.run_dir / "schedule.json").read_text())["executed"]
+    assert [f.get("error") for f in executed] == [None], executed  # the fault took
+    if kafka_cluster.install.version < KafkaVersion("4.3.0"):
+        assert verdict["valid"] is True, _explain(verdict, result, report)
+        return
+    assert {"hanging-transaction", "lost"} <= set(verdict["bad_anomaly_types"]), _explain(
+        verdict, result, report
+    )

@@ -126,6 +126,17 @@ def process_sort_key(process: Process) -> tuple[int, int, str]:
     return (1, 0, str(process))
 
 
+def wall_ms(wall: Any) -> int | None:
+    """An op's ``wall`` (ISO-8601 UTC) in epoch milliseconds, the clock of a record's
+    ``create_time`` and of the Connect task journals; None if it does not parse."""
+    if not isinstance(wall, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(wall.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
 def _check_wall(wall: str) -> str | None:
     try:
         parsed = datetime.fromisoformat(wall)

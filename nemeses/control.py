@@ -20,7 +20,10 @@ class Lookups(Protocol):
     """Who holds a role now: what every aimed fault resolves its symbolic target with."""
 
     def node_ids(self) -> list[int]: ...
-    def leader(self, topic: str, partition: int) -> int | None: ...
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The partition's leader, or None while it has none."""
+        ...
+
     def group_coordinator(self, group_id: str) -> int | None: ...
     def txn_coordinator(self, transactional_id: str) -> int | None: ...
     def coordinator_partition(self, topic: str, key: str) -> int:
@@ -93,13 +96,48 @@ class ClientCuts(Protocol):
 
 @runtime_checkable
 class Topics(Protocol):
-    """A topic changed under load: partitions added through the admin API."""
+    """A topic changed under load: partitions added or moved, a setting changed, through
+    the admin API and Kafka's tools."""
 
     def partition_count(self, topic: str) -> int: ...
+
+    def set_topic_config(self, topic: str, key: str, value: str | None) -> None:
+        """Set one of ``topic``'s settings (None: back to the brokers' default)."""
+        ...
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's replicas, preferred leader first."""
+        ...
+
+    def reassign(self, topic: str, moves: dict[int, list[int]], timeout: float = 60.0) -> None:
+        """Move each partition of ``moves`` to its replicas; returns once they are its
+        replicas and all in sync."""
+        ...
 
     def add_partitions(self, topic: str, total: int, timeout: float = 60.0) -> None:
         """Grow ``topic`` to ``total`` partitions; returns once every partition has a
         leader and a full ISR."""
+        ...
+
+
+@runtime_checkable
+class Credentials(Protocol):
+    """A secured cluster's (``--security``) ACLs and credentials changed under load: the
+    clients' ACLs on one kind of resource withdrawn and given back, their password or
+    certificate replaced. A cluster has it only while ``secured``."""
+
+    @property
+    def secured(self) -> bool: ...
+
+    def withdraw_client_acls(self, resource: str) -> list[str]:
+        """Delete the clients' ACLs on ``resource`` (topic, group, transactional_id); what
+        they were, in words."""
+        ...
+
+    def restore_client_acls(self, resource: str) -> list[str]: ...
+
+    def rotate_client_credentials(self) -> str:
+        """Replace the clients' SCRAM password (or key and certificate); what was done."""
         ...
 
 
@@ -110,6 +148,7 @@ ABILITIES: dict[str, type] = {
     "toxics": Toxics,
     "client-cuts": ClientCuts,
     "topics": Topics,
+    "credentials": Credentials,
 }
 
 
@@ -118,10 +157,16 @@ def abilities_of(cluster: object) -> frozenset[str]:
     exists assumes a full one, and the cluster is asked again when the faults start)."""
     if cluster is None:
         return frozenset(ABILITIES)
-    return frozenset(name for name, ability in ABILITIES.items() if isinstance(cluster, ability))
+    return frozenset(
+        name
+        for name, ability in ABILITIES.items()
+        if isinstance(cluster, ability) and (ability is not Credentials or cluster.secured)  # type: ignore[attr-defined]
+    )
 
 
-class ClusterControl(Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Topics, Protocol):
+class ClusterControl(
+    Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Topics, Credentials, Protocol
+):
     """Every ability together, and undoing every fault at once: what both of the harness's
     backends offer (``harness.substrate.api.Cluster`` extends it)."""
 

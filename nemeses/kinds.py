@@ -16,7 +16,17 @@ from typing import Any
 
 from history.schema import CUTS_CLIENT, FAULT_TRAITS, STOPS_CLIENT
 from nemeses.control import ABILITIES
-from nemeses.faults import base, brokers, clients, late, moments, network, topics
+from nemeses.faults import (
+    base,
+    brokers,
+    clients,
+    credentials,
+    late,
+    leaderless,
+    moments,
+    network,
+    topics,
+)
 from nemeses.recipes import RECIPES, Recipe, recipe
 from nemeses.targets import FaultContext
 
@@ -230,6 +240,21 @@ KINDS: dict[str, FaultKind] = {
             "coordinator while its EndTxn or offset commit is about to go out",
         ),
         FaultKind(
+            "leaderless-marker",
+            leaderless.leaderless_params,
+            leaderless.leaderless_start,
+            leaderless.leaderless_stop,
+            needs=("signals", "topics"),
+            needs_clients=True,
+            needs_hooks=True,
+            bug_probe=True,
+            traits=frozenset({STOPS_CLIENT}),
+            description="a processor held before its EndTxn while the output partitions, "
+            "moved to one broker that is not its coordinator, have no leader (that broker "
+            "killed) when its transaction times out (Kafka 4.3 on skips the abort markers: "
+            "finding F9)",
+        ),
+        FaultKind(
             "add-partitions",
             topics.add_partitions_params,
             topics.add_partitions_start,
@@ -241,6 +266,26 @@ KINDS: dict[str, FaultKind] = {
             description="add one or two partitions to the clients' input topic under load "
             "(a share group starting them at the latest offset loses what was written to "
             "them first: KAFKA-20742)",
+        ),
+        FaultKind(
+            "acl-revoke",
+            credentials.acl_revoke_params,
+            credentials.acl_revoke_start,
+            credentials.acl_revoke_stop,
+            needs=("credentials",),
+            needs_clients=True,
+            description="a secured cluster's ACLs of the clients on their transactional "
+            "ids, group or topics withdrawn for the fault's length, then given back",
+        ),
+        FaultKind(
+            "credential-rotate",
+            base.processor_params,
+            credentials.credential_rotate_start,
+            base.noop_stop,
+            needs=("credentials",),
+            instant=True,
+            description="a secured cluster's client password (sasl_ssl) or key and "
+            "certificate (tls) replaced under load; successors use the new one",
         ),
         FaultKind(
             "hijack",

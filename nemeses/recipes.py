@@ -96,6 +96,30 @@ RECIPES: dict[str, Recipe] = {
             with_flags=("--session-timeout-ms 6000", "--transaction-timeout-ms 10000"),
         ),
         Recipe(
+            name="leaderless-marker",
+            description="finding F9: a processor held before its EndTxn while the output "
+            "partitions have no leader (moved to one broker, which is killed) when the "
+            "coordinator rolls its transaction back on its timeout, once a minute; Kafka 4.3.0 "
+            "on completes the transaction without the abort markers and its records hang",
+            kinds=("leaderless-marker",),
+            interval=5.0,
+            # About as long as the fault takes (the rollback comes 10-20 s after the hold).
+            duration_range=(50.0, 55.0),
+        ),
+        Recipe(
+            name="kafka-20785",
+            description="finding F13: a processor held before its EndTxn past its "
+            "transaction timeout, until the coordinator has rolled the transaction back, "
+            "every ~30 s; under transaction version 2 its commit is then refused with a fatal "
+            "INVALID_TXN_STATE (KAFKA-20785), under 0 and 1 it is fenced",
+            kinds=("pause-at",),
+            interval=5.0,
+            # The default 10 s timeout, then up to 10 s until the coordinator's next check.
+            duration_range=(25.0, 28.0),
+            pinned={"pause-at": {"at": "before-commit"}},
+            with_flags=("--client java",),
+        ),
+        Recipe(
             name="kafka-20742",
             description="partitions added to a share group's input topic under load, one or "
             "two every ~12 s: with share.auto.offset.reset=latest an affected broker starts "

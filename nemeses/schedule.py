@@ -100,7 +100,10 @@ def generate(
         if kind.instant:
             dur = 0.0
         elif kind.zombie or (kind.zombie_share and rng.random() < kind.zombie_share):
-            dur = round(session_timeout_s + 5.0 + rng.uniform(0, 3), 1)
+            # Past the session timeout by enough for the group to move on; an asked-for
+            # duration that is longer lengthens it (the successor's takeover then has room
+            # on a loaded machine), without a draw of its own so seeds keep their schedules.
+            dur = round(max(session_timeout_s + 5.0 + rng.uniform(0, 3), duration), 1)
         elif duration_range is not None:
             dur = round(rng.uniform(*duration_range), 1)
         else:

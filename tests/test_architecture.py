@@ -235,7 +235,7 @@ def test_workload_packages_borrow_nothing_sideways(graph: dict[str, set[str]]) -
     assert not wrong, "workload modules borrowing another package's:\n" + "\n".join(sorted(wrong))
 
 
-FAULT_FAMILIES = ("network", "brokers", "clients", "moments", "late")
+FAULT_FAMILIES = ("network", "brokers", "clients", "moments", "late", "topics", "leaderless")
 
 
 def test_fault_families_stand_on_base_alone(graph: dict[str, set[str]]) -> None:

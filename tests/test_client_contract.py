@@ -49,7 +49,7 @@ def test_the_exit_statuses_are_both_processors() -> None:
     python = {k: v for k, v in vars(eos_processor).items() if k.startswith("EXIT_")}
     java = {k: int(v) for k, v in re.findall(r"static final int (EXIT_[A-Z_]+) = (\d+);", JAVA)}
     assert documented == python == java
-    assert len(documented) == 8
+    assert len(documented) == 9
 
 
 def test_the_signals_are_the_ones_both_processors_handle() -> None:

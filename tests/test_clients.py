@@ -23,6 +23,7 @@ class _Cfg:
     group_id = "g"
     transaction_timeout_ms = 5000
     session_timeout_ms = 6000
+    security = None
 
 
 def _captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:

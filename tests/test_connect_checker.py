@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,7 +200,7 @@ class Sim:
         }
         with Recorder(procs / "connect.jsonl", "connect", meta=meta or cmeta) as rec:
             rec.invoke("create", {"connector": CONNECTOR, "config": {"tasks.max": self.tasks}})
-            rec.ok("create", {"connector": CONNECTOR})
+            rec.ok("create", {"connector": CONNECTOR, "config": {"tasks.max": self.tasks}})
             rec.invoke("stop", {"connector": CONNECTOR})
             rec.ok("stop", {"connector": CONNECTOR, "seconds": 0.1})
         if self.journals:
@@ -454,18 +453,6 @@ MUTATIONS = {
 # Fixtures and helpers
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One session for the module (the running one if another module of this worker started
-    it); its JVM is ended afterwards."""
-    pytest.importorskip("pyspark")
-    from checkers.spark import start_spark, stop_spark
-
-    s = start_spark()
-    yield s
-    stop_spark()
-
-
 def both(spark: Any, run: Path, max_examples: int = 3) -> dict[str, Any]:
     """Spark and the reference; their whole results must be equal, examples included."""
     from checkers.connect.run import check_connect
@@ -580,6 +567,7 @@ def test_every_connect_type_is_defined_once_and_documented() -> None:
         "zombie-task-write",
         "aborted-read",
         "malformed-record",
+        "stalled-task",
     )
     text = (Path(__file__).resolve().parents[1] / "docs" / "anomalies.md").read_text()
     section = text[text.index("## connect workload") :]
@@ -608,7 +596,7 @@ def test_every_example_names_its_seqno_but_a_malformed_record() -> None:
     named_types = [t for t in A.CONNECT if "value" in t.example]
     assert [t.example[0] for t in named_types] == ["value"] * len(named_types)
     rest = {t.name: "value" in t.optional for t in A.CONNECT if t not in named_types}
-    assert rest == {"aborted-read": True, "malformed-record": False}
+    assert rest == {"aborted-read": True, "malformed-record": False, "stalled-task": False}
 
 
 def test_the_connect_suite_runs_the_spark_engine() -> None:

@@ -40,9 +40,11 @@ def test_journals_and_worker_logs_become_ops(tmp_path: Path) -> None:
     )
     journals.look()
     assert journals.leader_port == 4711
+    assert journals.confirmed_since(4) == {1} and journals.confirmed_since(5) == set()
     with path.open("a") as fh:
         fh.write('9]],"ms":5}\n' + _line(e="stop", ms=6) + "not json\n")
     journals.stop()
+    assert journals.confirmed_since(5) == {1}  # the torn line, finished, confirmed at 5
     header, ops, notes = read_process_file(procs / "tasks.jsonl")
     assert header is not None and header["process"] == "tasks" and not notes
     oks = [(op["f"], op["value"]) for op in ops if op["type"] == "ok"]

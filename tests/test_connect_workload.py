@@ -68,6 +68,42 @@ def test_the_task_count_cycles_as_kafkas_own_test_does() -> None:
     assert ConnectOptions(tasks=2, reconfigure=False).task_counts() == [2]
 
 
+def test_settle_sets_the_last_task_count_when_the_driver_did_not_reach_it() -> None:
+    """Faults can hold the driver's changes back until the load ends (seed 4224 on 4.1.2 left
+    the connector at one task): settling first sets the schedule's last count, retrying a
+    refusal, then waits for every one of its tasks to run."""
+    from workloads.connect.supervisor import ConnectWorkload
+
+    w = object.__new__(ConnectWorkload)
+    w.options = ConnectOptions(tasks=3)
+    w._tasks = 1
+    calls: list[int] = []
+    running = [{"id": i, "state": "RUNNING"} for i in range(3)]
+    w.wait_workers = lambda timeout: None  # type: ignore[method-assign]
+    w.reconfigure = lambda tasks: calls.append(tasks) or len(calls) > 1  # type: ignore[method-assign]
+    w.status = lambda: {"state": "RUNNING", "tasks": running[: w._tasks]}  # type: ignore[method-assign]
+    w.restart_failed = lambda status: None  # type: ignore[method-assign]
+    w.journals = None
+    assert w.settle(10.0) is True
+    assert calls == [3, 3] and w._tasks == 3  # the first PUT refused, the second taken
+    w._tasks = 3
+    calls.clear()
+    assert w.settle(10.0) is True and calls == []  # in force already: nothing sent
+
+    # Running is not enough: every task must have had a record confirmed since. One that
+    # never has keeps the settle waiting its whole timeout (the checker's stalled-task).
+    confirmed = {0, 1}
+
+    class Journals:
+        def confirmed_since(self, ms: int) -> set[int]:
+            return confirmed
+
+    w.journals = Journals()  # type: ignore[assignment]
+    assert w.settle(1.0) is False
+    confirmed.add(2)
+    assert w.settle(1.0) is True
+
+
 # --- against a real cluster -----------------------------------------------------------------
 
 

@@ -249,6 +249,7 @@ def _fake_access(tmp_path: Path) -> Any:
     return types.SimpleNamespace(
         dir=tmp_path,
         bootstrap="127.0.0.1:1",
+        client_security=None,
         env=dict(os.environ),
         client_gid=lambda slot: TEST_GID + slot if slot < 2 else None,
     )

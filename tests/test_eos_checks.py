@@ -12,7 +12,6 @@ import gzip
 import json
 import random
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -553,17 +552,6 @@ def write_dump(run: Path, lines: list[dict[str, Any]]) -> None:
 
 # ------------------------------------------------------------------------------------------
 # Fixtures and helpers
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One session for the whole module (the running one if another module of this worker
-    started it: asking for a different master would be refused); its JVM is ended afterwards."""
-    from checkers.spark import start_spark, stop_spark
-
-    s = start_spark()
-    yield s
-    stop_spark()
 
 
 def counts(result: dict[str, Any]) -> dict[str, Any]:

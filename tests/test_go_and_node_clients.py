@@ -19,14 +19,21 @@ def test_a_kafkajs_zombie_commits_beside_its_successor_and_the_verdict_names_f7(
 ) -> None:
     """The transaction timeout is a minute, so the coordinator cannot abort the zombie's
     transaction on its own while it is paused: what is left to fence it is the group
-    metadata KafkaJS does not send."""
+    metadata KafkaJS does not send. The pause is 20 s, not cut short by the time limit: its
+    successor commits the same inputs about 10 s into it on a quiet machine, later on a
+    loaded one (a 10 s pause was once too short)."""
     verdict, result, report = scenario(
-        "eos", "f7-kafkajs", client="kafkajs", nemesis="zombie", time_limit=20,
-        interval=10.0, duration=10.0, session_timeout_ms=6000, transaction_timeout_ms=60000,
+        "eos", "f7-kafkajs", client="kafkajs", nemesis="zombie", time_limit=32,
+        interval=10.0, duration=20.0, session_timeout_ms=6000, transaction_timeout_ms=60000,
         correct=False,
     )  # fmt: skip
     assert verdict["valid"] is False, report
-    assert set(verdict["anomalies"]) == {"duplicate"}, (verdict["anomalies"], report)
+    # KafkaJS's OffsetFetch (v4 at most) cannot ask for stable offsets (KIP-447's
+    # require_stable, v7), so a member given a partition whose last commit's markers are not
+    # written yet may also start below it: ``started-below-committed`` now and then, beside.
+    assert "duplicate" in verdict["anomalies"], (verdict["anomalies"], report)
+    others = set(verdict["anomalies"]) - {"duplicate", "started-below-committed"}
+    assert not others, (verdict["anomalies"], report)
     (f7,) = verdict["known_findings"]
     assert f7["id"] == "F7" and "with no generation in the offset commit" in f7["evidence"][0]
     assert any(line.startswith("known finding F7: ") for line in finding_lines(verdict))

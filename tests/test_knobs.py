@@ -321,7 +321,11 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
 def test_client_config_is_applied_last_to_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch)
     cfg = SimpleNamespace(
-        bootstrap="b:1", group_id="g", transaction_timeout_ms=5000, session_timeout_ms=6000
+        bootstrap="b:1",
+        group_id="g",
+        transaction_timeout_ms=5000,
+        session_timeout_ms=6000,
+        security=None,
     )
     settings = {"request.timeout.ms": "3000", "linger.ms": "20", "fetch.min.bytes": "10"}
     make_clients(cfg, "eos", 1, "t-1", producer={"linger.ms": 5}, settings=settings)
@@ -609,17 +613,32 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("3.9.2", "bug-delayed-endtxn-python", None, "invalid"),
         ("3.9.2", "bug-delayed-endtxn-java-tv0", None, "invalid"),
         ("3.9.2", "bug-zombie-kafkajs", None, "invalid"),
+        ("3.9.2", "control-f9-leaderless-marker", None, "valid"),
         ("4.3.1", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.3.1", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.3.1", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
         ("4.3.1", "bug-zombie-kafkajs", 0, "invalid"),
         ("4.3.1", "bug-kafka-20742", 0, "invalid"),
+        ("4.3.1", "bug-f9-leaderless-marker", 0, "invalid"),
         ("4.4.0", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.4.0", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.4.0", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
         ("4.4.0", "bug-zombie-kafkajs", 0, "invalid"),
         ("4.4.0", "fixed-kafka-20742", 0, "valid"),
+        ("4.4.0", "bug-f9-leaderless-marker", 0, "invalid"),
     ]
+
+
+def test_a_finding_cell_that_turns_valid_says_the_finding_no_longer_reproduces() -> None:
+    from harness.nightly.cells import base_record, cell_message
+    from harness.nightly.scenarios import SCENARIOS, expand
+
+    (cell,) = expand(["4.5.0"], [SCENARIOS["bug-f9-leaderless-marker"]])
+    record = {**base_record(cell), "verdict": "valid", "verdict_source": "results.json"}
+    record["report"] = "r.html"
+    assert cell_message(record, None).startswith("F9 no longer reproduces on 4.5.0: expected")
+    record["verdict"] = "invalid"
+    assert cell_message(record, None).startswith("expected invalid, got invalid")
 
 
 def test_matrix_scenarios_may_set_knobs_and_skip_versions_that_lack_them() -> None:

@@ -322,17 +322,6 @@ def combined(plan: dict[str, Any], rng: random.Random) -> tuple[list[dict], list
 # Fixtures and helpers
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark")
-    from checkers.spark import start_spark, stop_spark
-
-    # Any running session will do (the suite plugin's may already run in this worker).
-    session = start_spark()
-    yield session
-    stop_spark()
-
-
 def py_check(path: Path, tv: int | None = None, n: int = 50) -> dict[str, Any]:
     return log_pyref.check_logdump(path, transaction_version=tv, max_examples=n)
 
@@ -604,13 +593,23 @@ def test_generated_mutations_fail(plan: dict[str, Any], kind: str, seed: int) ->
     assert res["valid"] is False, (kind, res["anomalies"])
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2,
+    deadline=None,
+    # The worker's Spark session, shared by every example (the fixture only hands it over).
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(plans(tv=0), st.integers(0, 2**32 - 1))
 def test_spark_agrees_on_generated_tv0(spark: Any, plan: dict[str, Any], seed: int) -> None:
     _agree_on_combined(spark, plan, seed)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2,
+    deadline=None,
+    # The worker's Spark session, shared by every example (the fixture only hands it over).
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(plans(tv=2), st.integers(0, 2**32 - 1))
 def test_spark_agrees_on_generated_tv2(spark: Any, plan: dict[str, Any], seed: int) -> None:
     _agree_on_combined(spark, plan, seed)

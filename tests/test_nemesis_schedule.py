@@ -35,6 +35,10 @@ def test_saved_schedule_replays_identically(tmp_path: Path) -> None:
 def test_zombie_pauses_outlast_the_session_timeout() -> None:
     sched = generate(["zombie"], seed=1, time_limit=200, session_timeout_s=6)
     assert sched.events and all(e.duration > 6 for e in sched.events)
+    # A longer asked-for duration lengthens the pause; the seed's other draws stay as they were.
+    longer = generate(["zombie"], seed=1, time_limit=200, session_timeout_s=6, duration=20)
+    assert [e.duration for e in longer.events] == [20.0] * len(longer.events)
+    assert [e.params for e in longer.events][:2] == [e.params for e in sched.events][:2]
 
 
 def test_all_respects_the_environment() -> None:
@@ -151,6 +155,7 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
         "coordinator-at",
         "late-endtxn",
         "late-produce",
+        "leaderless-marker",
         "add-partitions",
     }
     assert "known Kafka bug" in skipped["late-endtxn"]
@@ -205,6 +210,10 @@ def test_named_recipes_pin_kinds_lengths_and_parameters() -> None:
         assert len(events) >= 4 and {e.kind for e in events} == {kind}
         assert all(6.0 <= e.duration <= 10.0 for e in events)
         assert all(0 <= e.params["release_delay_ms"] < 400 for e in events)
+    options = RunOptions(workload="eos", time_limit=120, seed=5, nemesis="kafka-20785")
+    events = plan(options, True, 10.0).events
+    assert len(events) >= 3 and {e.kind for e in events} == {"pause-at"}
+    assert all(e.params["at"] == "before-commit" and 25 <= e.duration <= 28 for e in events)
     options = RunOptions(workload="share", time_limit=60, seed=5, nemesis="kafka-20742")
     events = plan(options, True, 10.0).events
     assert len(events) >= 3 and {e.kind for e in events} == {"add-partitions"}
@@ -238,13 +247,17 @@ def test_a_cluster_without_an_ability_loses_the_kinds_that_need_it() -> None:
         parse_nemesis("pause,slow").kinds(abilities=have)
 
 
-def test_the_harness_backends_have_every_ability() -> None:
+def test_the_harness_backends_have_every_ability_credentials_only_when_secured() -> None:
     from harness.substrate.api import ClusterConfig
     from harness.substrate.backends import REGISTRY
     from nemeses.control import ABILITIES, abilities_of
 
-    for backend in REGISTRY.values():  # built, not started
-        assert abilities_of(backend.cluster(ClusterConfig(nodes=1))) == set(ABILITIES), backend
+    plain = set(ABILITIES) - {"credentials"}  # a secured cluster's only
+    for name, backend in REGISTRY.items():  # built, not started
+        assert abilities_of(backend.cluster(ClusterConfig(nodes=1))) == plain, backend
+        if name != "ssh":
+            secured = backend.cluster(ClusterConfig(nodes=1, security="tls"))
+            assert abilities_of(secured) == set(ABILITIES), backend
 
 
 def test_the_engine_records_each_kind_s_traits_in_its_start_ops(
@@ -263,7 +276,13 @@ def test_the_engine_records_each_kind_s_traits_in_its_start_ops(
     from nemeses.targets import FaultContext
 
     holding = {n for n, k in KINDS.items() if k.traits & {STOPS_CLIENT, CUTS_CLIENT}}
-    assert holding == {"pause-processor", "zombie", "pause-at", "cut-processor"}
+    assert holding == {
+        "pause-processor",
+        "zombie",
+        "pause-at",
+        "cut-processor",
+        "leaderless-marker",
+    }
     assert all(k.traits <= FAULT_TRAITS for k in KINDS.values())
     with pytest.raises(ValueError, match="unknown traits"):
         dataclasses.replace(KINDS["zombie"], traits=frozenset({"stops-clients"}))

@@ -169,3 +169,23 @@ def test_report_of_a_long_history_stays_small_and_keeps_flagged_ops(tmp_path: Pa
         "#faults tr.fault-row": 1,
     }
     assert flagged in page.text and "pause-processor" in page.text
+
+
+def test_a_page_check_leaves_nothing_in_the_temp_dir(tmp_path: Path, monkeypatch: Any) -> None:
+    """Chromium leaves a directory of its own in TMPDIR after every run; the check gives it
+    one and removes it, so a day of report checks leaves no trail in /tmp."""
+    import shutil
+    import tempfile
+
+    # Short: Chromium puts a Unix socket there, whose path may not exceed 107 bytes.
+    scratch = Path(tempfile.mkdtemp(prefix="khb-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where Chromium would leave its own
+    try:
+        page = tmp_path / "page.html"
+        page.write_text('<html><body><h1 id="x">a page</h1></body></html>')
+        got = check_page(page, tmp_path / "page.png", selectors=["#x"])
+        assert got.counts == {"#x": 1} and not got.errors
+        assert list(scratch.iterdir()) == []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import copy
 import gzip
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from checkers.streams.facts import StreamsFacts, read_facts
 from checkers.streams.run import judge_facts
@@ -50,16 +47,6 @@ def correct(partitions: int = 2, per_partition: int = 12) -> StreamsFacts:
             change_offsets[p] += 1
         facts.committed = {p: per_partition for p in range(partitions)}
     return facts
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark")
-    from checkers.spark import start_spark, stop_spark
-
-    s = start_spark()
-    yield s
-    stop_spark()
 
 
 def both(spark: Any, facts: StreamsFacts, max_examples: int = 3) -> dict[str, Any]:

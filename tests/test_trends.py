@@ -86,15 +86,13 @@ def two_nights(tmp_path: Path) -> Path:
 
 
 @pytest.mark.spark
-def test_trends_show_what_changed_between_two_nights(two_nights: Path) -> None:
-    from checkers.spark import spark_session
+def test_trends_show_what_changed_between_two_nights(two_nights: Path, spark: Any) -> None:
     from harness.nightly.trends import compute_trends, write_trends
     from harness.nightly.trends_data import load_matrix, matrix_files
 
     paths = [p for p in matrix_files(two_nights) if load_matrix(p) is not None]
     assert len(paths) == 2
-    with spark_session() as spark:
-        t = compute_trends(spark, paths)
+    t = compute_trends(spark, paths)
     assert t["matrix_runs"] == 2 and t["latest_run"] == "20260102T021700Z"
     assert [(r["cells"], r["pass"], r["fail"]) for r in t["runs"]] == [(3, 3, 0), (4, 3, 1)]
 

@@ -40,6 +40,12 @@ class ClusterAccess(Protocol):
         ...
 
     @property
+    def client_security(self) -> dict[str, str] | None:
+        """A secured cluster's ``security`` object for the clients under test (the client
+        contract's); None for plaintext."""
+        ...
+
+    @property
     def env(self) -> dict[str, str]:
         """Environment of every spawned process (carries the run marker for reaping)."""
         ...

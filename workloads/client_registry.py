@@ -47,7 +47,7 @@ _TOP = {"name", "summary", "language", "library", "registry", "workloads", "cont
         "start", "adapter", "abilities", "default", "findings"}  # fmt: skip
 _ABILITIES = {
     "transaction_versions", "variants", "group_protocols", "arm", "hooks", "zombie", "aborts",
-    "client_config", "probe_client_config", "txn_delay", "feed_first",
+    "client_config", "probe_client_config", "txn_delay", "feed_first", "security",
 }  # fmt: skip
 _BUILD = {"kind", "dir", "binary", "shared", "env"}
 #: What a build may take at most: the first one downloads the pinned modules.
@@ -78,6 +78,8 @@ class Abilities:
     #: Whether it must be fed before it starts: it exits once it has processed what its
     #: partitions held when they were assigned (Kafka's copier), so the seeder runs first.
     feed_first: bool = False
+    #: Whether it takes the contract's ``security`` object (``--security tls|sasl_ssl``).
+    security: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,7 @@ def parse(path: Path) -> Manifest:
             probe_client_config=bool(ab.get("probe_client_config", False)),
             txn_delay=bool(ab.get("txn_delay", True)),
             feed_first=bool(ab.get("feed_first", False)),
+            security=bool(ab.get("security", False)),
         )
         kind = str(build["kind"])
         # The project's own manifests name paths of the project; a user's, paths beside it.

@@ -84,6 +84,11 @@ def is_fenced(info: dict[str, Any]) -> bool:
     }
 
 
+def refused_by_acl(info: dict[str, Any]) -> bool:
+    """Did the cluster refuse the operation for want of an ACL (``*_AUTHORIZATION_FAILED``)?"""
+    return str(info.get("code", "")).endswith("_AUTHORIZATION_FAILED")
+
+
 def warn(text: str) -> None:
     """Diagnostics go to stderr, which the supervisor sends to the instance's log file."""
     print(text, file=sys.stderr, flush=True)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
+from common.kafkaconf import librdkafka
 from workloads.client_registry import Manifest, runs_on_python
 from workloads.clientinfo import error_info, warn
 from workloads.spec import Option
@@ -65,6 +66,7 @@ class GroupClientConfig(Protocol):
     group_id: str
     transaction_timeout_ms: int
     session_timeout_ms: int
+    security: dict[str, str] | None
 
 
 # --- the knobs of the clients under test ----------------------------------------------------
@@ -78,6 +80,7 @@ CONSUMER_PROTOCOL_SINCE: Final = "4.0.0"
 #: refused: the harness's bookkeeping or its faults depend on them.
 OWNED_SETTINGS: Final = {
     "bootstrap.servers": "the harness points every client at the cluster",
+    "security.protocol": "use --security (the harness makes the certificates and users)",
     "group.id": "the workload names its consumer group",
     "transactional.id": "the workload names each process's transactional id",
     "group.protocol": "use --group-protocol",
@@ -208,6 +211,7 @@ def _probe_main(request: str) -> int:
         group_id="probe",
         transaction_timeout_ms=r["transaction_timeout_ms"],
         session_timeout_ms=r["session_timeout_ms"],
+        security=None,
     )
     try:
         producer, consumer = make_clients(
@@ -366,6 +370,7 @@ def make_clients(
 
     transaction_timeout_ms, session_timeout_ms = cfg.transaction_timeout_ms, cfg.session_timeout_ms
     common = {"bootstrap.servers": cfg.bootstrap, "log_level": log_level}
+    common |= librdkafka(cfg.security)
     pconf: dict[str, Any] = {
         **common,
         "client.id": f"{name}-p{ident}",

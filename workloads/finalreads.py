@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import secured
 from history import Recorder
 from history.eos_records import decode_headers
 
@@ -30,15 +31,17 @@ def _consumer(bootstrap: str, isolation: str, eof: bool = False) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
-        {
-            **QUIET,
-            "bootstrap.servers": bootstrap,
-            "group.id": "eos-final-observer",  # never joins or commits: assign() only
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": eof,
-            "fetch.wait.max.ms": 100,
-        }
+        secured(
+            {
+                **QUIET,
+                "bootstrap.servers": bootstrap,
+                "group.id": "eos-final-observer",  # never joins or commits: assign() only
+                "isolation.level": isolation,
+                "enable.auto.commit": False,
+                "enable.partition.eof": eof,
+                "fetch.wait.max.ms": 100,
+            }
+        )
     )
 
 
@@ -117,7 +120,9 @@ def _watermarks(bootstrap: str, topic: str, partitions: int) -> list[dict[str, i
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
+    return AdminClient(
+        secured({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
+    )
 
 
 def _group_offsets(bootstrap: str, group: str) -> list[list[Any]]:

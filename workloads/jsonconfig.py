@@ -52,3 +52,15 @@ def from_json(
         return cls(**values)
     except TypeError as exc:
         raise error(f"bad {what} options: {exc}") from None
+
+
+def to_json(config: Any) -> str:
+    """A process configuration (a dataclass) as the one-line JSON its ``--config`` takes.
+    ``security`` only on a secured cluster: a client that cannot take it never runs on one,
+    and refuses a field it does not know (the contract's unknown-field rule)."""
+    from dataclasses import asdict
+
+    out = asdict(config)
+    if out.get("security") is None:
+        out.pop("security", None)
+    return json.dumps(out, separators=(",", ":"))

@@ -31,7 +31,7 @@ from common.waits import WaitTimeout, wait_for
 from history import Recorder
 from workloads import finalreads
 from workloads.drive import Outcome
-from workloads.processes import Supervisor
+from workloads.processes import NotAuthorized, Supervisor
 from workloads.seeder import SeedResult, seed_in_child
 
 if TYPE_CHECKING:
@@ -155,13 +155,19 @@ class PipelineWorkload(Supervisor, Generic[OptionsT]):
         group = self.options.group_id
 
         def stable() -> bool:
+            self.check_refused()
             try:
                 state, members = finalreads.group_state(self.cluster, group)
             except finalreads.ReaderCrashed:
                 return False
             return state == "STABLE" and members == want
 
-        wait_for(stable, timeout=timeout, what=f"group {group} stable with {want} members")
+        wait_for(
+            stable,
+            timeout=timeout,
+            what=f"group {group} stable with {want} members",
+            fatal=(NotAuthorized,),
+        )
 
     def processors(self) -> dict[int, subprocess.Popen[bytes]]:
         """The live instances by process id (history process id = instance number)."""
@@ -309,6 +315,7 @@ def drive_pipeline(
         with d.faults(workload, clients):
             if not feed_first:
                 workload.seed(d.options.time_limit, threading.Event())
+        workload.check_refused()
         drained = workload.finish()
     finally:
         workload.close()

@@ -21,6 +21,7 @@ runs on. :meth:`Supervisor.processor_gids` names them; the fault records the one
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from common.errors import HarnessError
 from history import Recorder
 
 log = logging.getLogger("workloads.processes")
@@ -105,6 +107,21 @@ def fs_gid(pid: int) -> int | None:
 Start = Callable[[IO[bytes], int | None], subprocess.Popen[bytes]]
 
 
+#: The client contract's exit status of a process the cluster refused for want of an ACL.
+EXIT_NOT_AUTHORIZED = 8
+
+
+class NotAuthorized(HarnessError):
+    """A client under test was refused by the cluster's authorizer: a missing ACL, which no
+    successor would get past; the run stops (its history is kept) and the harness names the
+    ACL (``harness.run.runner``)."""
+
+    def __init__(self, process: int, error: str) -> None:
+        super().__init__(f"process {process} was refused by the cluster: {error}")
+        self.process = process
+        self.error = error
+
+
 @dataclass
 class Child:
     """One child process (``process`` is its history process id)."""
@@ -146,6 +163,8 @@ class Supervisor:
         self._lock = threading.RLock()
         self._children: dict[int, Child] = {}  # every child ever started
         self._slots: dict[int, int] = {}  # slot -> its current child's process id
+        #: Children that exited ``EXIT_NOT_AUTHORIZED``, in order: their slots stay empty.
+        self.refused: list[int] = []
         self._next_process = 0
         self._keep_alive = False
         self._stop_monitor = threading.Event()
@@ -264,11 +283,36 @@ class Supervisor:
                         self._reap(child)
                         lived = time.monotonic() - child.started
                         respawn_at[slot] = time.monotonic() + max(0.0, self.min_lifetime_s - lived)
+                    if child.proc.returncode == EXIT_NOT_AUTHORIZED and not self._fault_refuses():
+                        self.refused.append(child.process)
+                        continue
                     if not self._may_respawn():
                         continue
                     if time.monotonic() >= respawn_at.get(slot, 0.0):
                         respawn_at.pop(slot, None)
                         self._spawn(slot, replaces=process)
+
+    def _fault_refuses(self) -> bool:
+        """Whether the cluster says a fault withdrew the clients' ACLs or credentials just now
+        (``refusals_expected``): a refusal then is the fault's, and the slot gets a
+        successor as after any exit."""
+        expected = getattr(getattr(self, "cluster", None), "refusals_expected", None)
+        return bool(expected is not None and expected())
+
+    def check_refused(self) -> None:
+        """Raise :class:`NotAuthorized` for the first child the authorizer refused, with the
+        error its exit op names (``not-authorized CODE``)."""
+        if not self.refused:
+            return
+        process = self.refused[0]
+        error = "an *_AUTHORIZATION_FAILED error"
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.processes_dir / f"{process}.jsonl").read_text().splitlines():
+                op = json.loads(line)
+                reason = str((op.get("value") or {}).get("reason", ""))
+                if op.get("f") == "exit" and reason.startswith("not-authorized "):
+                    error = reason.split(" ", 1)[1]
+        raise NotAuthorized(process, error)
 
     def _stop_watching(self) -> None:
         """Stop the keep-alive thread, so nothing is restarted behind the caller's back."""

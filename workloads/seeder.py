@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from common.kafkaconf import secured
 from history import Recorder
 from history.eos_records import poison_value, seed_value
 from workloads.clientinfo import error_info
@@ -89,7 +90,7 @@ class Seeder:
         from confluent_kafka import Producer
 
         stop = stop or threading.Event()
-        common = {"bootstrap.servers": self.bootstrap, "log_level": 3, "linger.ms": 5}
+        common = secured({"bootstrap.servers": self.bootstrap, "log_level": 3, "linger.ms": 5})
         producer = Producer(
             {
                 **common,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from common.acls import Acl
 from common.settings import format_settings
 
 
@@ -211,6 +212,8 @@ class WorkloadSpec:
     #: The oldest Kafka these options can run on and what needs it (``("4.0.0", "--group-
     #: protocol consumer")``), or None.
     needs_kafka: Callable[[Any], tuple[str, str] | None] = lambda options: None
+    #: What its clients may do on a secured cluster (``--security``), and no more.
+    acls: Callable[[Any], tuple[Acl, ...]] = lambda options: ()
     #: What a campaign runs (``--variants``; the first is the default): the correct client
     #: and the broken-on-purpose ones, each with the verdict it must get.
     variants: tuple[Variant, ...] = ()

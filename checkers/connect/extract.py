@@ -36,6 +36,7 @@ from typing import Annotated, Any, Final
 
 import msgspec
 
+from checkers.connect.progress import Progress
 from checkers.json_text import NOT_JSON, json_value
 
 __all__ = [
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 #: Bump when the rows, their Parquet layout or the facts change (cached Parquet is rebuilt).
-FORMAT: Final = 2
+FORMAT: Final = 3
 #: The process whose ops hold the end-of-run reads.
 FINAL: Final = "final"
 #: The process whose ops are the task journals' entries.
@@ -369,17 +370,19 @@ class RowSink:
         self.rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
         self.counts = dict.fromkeys(TABLES, 0)
         self._writers: dict[str, Any] = {}
+        self.progress = Progress()
 
     def add(self, index: int, *op: Any) -> None:
         """One op, as :meth:`history.scan.OpSink.add` gives it (the rest of its fields:
         pindex, time, wall, process, type, f, value and error)."""
-        _pindex, _time, _wall, process, type_, f, value, error = op
+        _pindex, _time, wall, process, type_, f, value, error = op
         if type(process) is not str:
             return
         if process == TASKS:
             self._journal(index, type_, f, value)
             return
         if process != FINAL:
+            self.progress.op(index, wall, process, type_, f, value)
             return
         head, loaded = _head(value)
         self.facts.append(
@@ -404,6 +407,7 @@ class RowSink:
         if isinstance(got, str):
             self.problems.append(f"history op {index}: committed journal op: {got}")
             return
+        self.progress.confirm(got.task, got.ms)
         for first, last in got.seqnos:
             self._add("confirmed", (index, got.task, got.writer, first, last, got.ms))
 
@@ -500,6 +504,7 @@ class RowSink:
             "facts": self.facts,
             "problems": self.problems,
             "journal_ops": self.journal_ops,
+            "progress": self.progress.as_json(),
         }
         if self.spec.out is None:
             return out | self.rows

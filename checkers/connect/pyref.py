@@ -57,6 +57,7 @@ def check_connect_pyref(run_dir: str | os.PathLike[str], max_examples: int = 8) 
     confirmed = got.confirmed if got.journal_ops else None
     judged = _Judge(got.meta, data, offsets, confirmed, max_examples)
     counts, examples = judged.run(dump_path if has_dump else None)
+    X.add_progress(got, counts, examples, notes, max_examples)
     stats |= judged.stats()
     return X.result(counts, examples, stats, notes, got.notes, max_examples)
 

@@ -13,7 +13,8 @@ from typing import Any, Final
 
 from checkers.anomalies import CONNECT, names
 from checkers.connect.extract import ConnectMeta
-from checkers.connect.views import Plan
+from checkers.connect.progress import stalled
+from checkers.connect.views import ConnectInput, Plan
 from checkers.verdict import checker_result
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "NO_JOURNAL_NOTE",
     "aborted_read",
     "acknowledged_lost",
+    "add_progress",
     "base_notes",
     "base_stats",
     "check_max_examples",
@@ -220,6 +222,23 @@ def base_stats(
         "log_dump": log_dump,
         "journal_ops": journal_ops,
     }
+
+
+def add_progress(
+    got: ConnectInput,
+    counts: dict[str, int],
+    examples: dict[str, list[dict[str, Any]]],
+    notes: list[str],
+    max_examples: int,
+) -> None:
+    """``stalled-task`` (:func:`checkers.connect.progress.stalled`), the same for both
+    engines: judged from the scan's facts, not from the committed records."""
+    if not got.journal_ops or got.meta is None:
+        return  # no journals (an older history): no confirmations to judge by
+    n, made, note = stalled(got.progress, got.meta.connector, got.path.parent, max_examples)
+    counts["stalled-task"], examples["stalled-task"] = n, made
+    if note is not None:
+        notes.append(note)
 
 
 def result(

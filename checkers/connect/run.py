@@ -54,6 +54,7 @@ def load_connect(run_dir: str | Path) -> tuple[ConnectInput, Path | None]:
             "facts": got.facts,
             "notes": got.notes,
             "journal_ops": got.journal_ops,
+            "progress": got.progress,
         }
 
     published = publish_derived(source, CACHE, write, {"connect_format": FORMAT})
@@ -70,7 +71,15 @@ def _from_manifest(source: Path, data: Path, manifest: dict[str, Any]) -> Connec
     notes = list(manifest["notes"])
     journal_ops = int(manifest["journal_ops"])
     return ConnectInput(
-        source, header, meta, why, facts, notes, journal_ops=journal_ops, parquet=data
+        source,
+        header,
+        meta,
+        why,
+        facts,
+        notes,
+        journal_ops=journal_ops,
+        parquet=data,
+        progress=manifest.get("progress"),
     )
 
 
@@ -103,6 +112,7 @@ def connect_checks(
             raise
         except Exception as e:
             return X.unknown(str(spark_error(e)), stats, notes, got.notes, max_examples)
+        X.add_progress(got, counts, examples, notes, max_examples)
         return X.result(counts, examples, stats | more, notes, got.notes, max_examples)
     finally:
         if tmp is not None:

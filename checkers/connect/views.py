@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.connect.extract import READ_COMMITTED, ConnectMeta, Fact, RowSinks, connect_meta
+from checkers.connect.progress import Progress
 from history.logdump import CheckerInputError
 
 __all__ = ["ConnectInput", "Plan", "history_file", "plan", "scan_connect"]
@@ -39,6 +40,8 @@ class ConnectInput:
     confirmed: list[tuple[Any, ...]] = field(default_factory=list)
     journal_ops: int = 0
     parquet: Path | None = None
+    #: The facts ``stalled-task`` is judged on (:class:`checkers.connect.progress.Progress`).
+    progress: dict[str, Any] | None = None
 
 
 def history_file(run_dir: str | os.PathLike[str]) -> Path:
@@ -105,6 +108,7 @@ def scan_connect(run_dir: str | os.PathLike[str], out: Path | None = None) -> Co
             got.offsets += s["offsets"]
             got.confirmed += s["confirmed"]
     got.facts.sort(key=lambda f: f[0])
+    got.progress = Progress.merge([s["progress"] for s in scanned.sinks])
     return got
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
 from checkers.eos import assignments as A
@@ -28,6 +27,7 @@ from checkers.eos.results import SAFETY_CHECKS, Example, combine_eos, ident_orde
 from checkers.logdump.pyref import log_positions, resolve_selectors
 from checkers.logdump.rules import Pos, position_evidence, position_selectors
 from history.logdump import CTRL, OFF, ROW, LogDump, fetch_lines, read_logdump
+from history.schema import wall_ms
 
 __all__ = ["SAFETY_CHECKS", "EosRun", "check_eos_py", "combine_eos", "parse_run"]
 
@@ -388,14 +388,10 @@ def _find_premature(run: EosRun) -> list[tuple[Rec, tuple[int, int]]]:
     out = []
     for r, p, done in cands:
         marker_ms = times.get((p.node, r.partition, p.end_marker[0]))
-        failed_ms = _wall_ms(run.ops[done.index]["wall"])
-        if marker_ms is not None and marker_ms < failed_ms:
+        failed_ms = wall_ms(run.ops[done.index]["wall"])  # validated: it parses
+        if marker_ms is not None and failed_ms is not None and marker_ms < failed_ms:
             out.append((r, (marker_ms, failed_ms)))
     return out
-
-
-def _wall_ms(wall: str) -> int:
-    return int(datetime.fromisoformat(wall).timestamp() * 1000)
 
 
 def check_premature_commit(run: EosRun, max_examples: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 # Finding F9 aimed by hand (docs/findings.md#f9): a transaction coordinator that retries a
 # marker while the partition has no leader skips it, as if the topic were deleted.
 #
-#   docs/repro/f9_aimed.sh [KAFKA_VERSION]     (default 4.4.0; root, the process backend)
+#   docs/repro/f9_aimed.sh [KAFKA_VERSION] [--remedy]   (default 4.4.0; root, process backend)
 #
 # On a fresh 3-node cluster (python -m harness cluster): a topic f9-0 led by node 3 with
 # min.insync.replicas=1, and a transactional id whose coordinator is node 1. A producer writes
@@ -14,9 +14,16 @@
 # controller fences it, f9-0 has no leader, and the coordinator's next retry looks the leader
 # up. Prints SKIPPED (the coordinator logged that it skips the partition) or NOT SKIPPED
 # (nothing within 40 s of the kill); exit status 1 and 0. The cluster is torn down at the end.
+#
+# --remedy, after SKIPPED: node 3 is started again (its own command line) and leads f9-0; a
+# read_committed consumer of f9-0 reads nothing (the open transaction holds the last stable
+# offset at 0); Kafka's own tool lists the transaction (kafka-transactions.sh find-hanging)
+# and aborts it (abort --start-offset), and the same consumer then reads the 10 records
+# written after it: what an operator does about a partition F9 left hanging.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VERSION=${1:-4.4.0}
+REMEDY=${2:-}
 PY=.venv/bin/python
 WORK=$(mktemp -d /tmp/f9-aimed-XXXXXX)
 STORE=$WORK/cluster
@@ -77,8 +84,8 @@ for _ in $(seq 1 60); do grep -q written "$WORK/producer.out" && break; sleep 0.
 echo "$(date +%T) Kafka $VERSION: $TXID wrote 5 records to f9-0 (leader node 3), coordinator node 1"
 
 run_ns() { ip netns exec "$1" "${@:2}"; }
-NSNAMES=$(ip netns list | awk '{print $1}' | sort)
-for ns in $(echo "$NSNAMES" | grep -E 'n1$|n2$'); do
+SLOT=$(echo "$N1" | cut -d. -f3)  # this cluster's namespaces: kh<slot>n<node>
+for ns in "kh${SLOT}n1" "kh${SLOT}n2"; do
   run_ns "$ns" iptables -A OUTPUT -d "$N3_HOST" -p tcp --dport "$N3_PORT" -j REJECT --reject-with tcp-reset
 done
 $PY - <<PYEOF
@@ -99,13 +106,52 @@ echo "$(date +%T) f9-0 leader and ISR: $s"
 LOG1=$STORE/nodes/n1/server.log
 for _ in $(seq 1 60); do grep -q "rollback.*$TXID.*timeout" "$LOG1" && break; sleep 1; done
 echo "$(date +%T) the coordinator rolls $TXID back (its markers cannot reach node 3)"
-kill -9 "$(ip netns pids "$(echo "$NSNAMES" | grep -E 'n3$')" | head -1)"
+NS3="kh${SLOT}n3"
+N3_PID=$(ip netns pids "$NS3" | head -1)
+tr '\0' '\n' <"/proc/$N3_PID/cmdline" >"$WORK/node3.cmdline"
+kill -9 "$N3_PID"
 echo "$(date +%T) node 3 killed"
+LIBS=$($PY -c 'from harness.kafka.install import ensure_installed; print(ensure_installed("'"$VERSION"'").classpath)')
+tool() { java -cp "$LIBS" org.apache.kafka.tools.TransactionsCommand --bootstrap-server "$N1" "$@" 2>/dev/null; }
+committed_reads() {  # records a read_committed consumer gets from f9-0 within 10 s
+  $PY - <<PYEOF
+import time
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": "$N1", "group.id": "f9-remedy", "isolation.level": "read_committed",
+              "enable.auto.commit": False})
+c.assign([TopicPartition("f9", 0, 0)])
+n, end = 0, time.monotonic() + 10
+while time.monotonic() < end:
+    m = c.poll(0.5)
+    n += m is not None and m.error() is None
+print(n)
+PYEOF
+}
+remedy() {
+  mapfile -t CMD <"$WORK/node3.cmdline"
+  ip netns exec "$NS3" "${CMD[@]}" >>"$STORE/nodes/n3/stdout.log" 2>&1 &
+  disown
+  for _ in $(seq 1 60); do [ "$(state)" = "3 [3]" ] && break; sleep 1; done
+  echo "$(date +%T) node 3 back; f9-0 leader and ISR: $(state)"
+  echo "$(date +%T) read_committed consumer of f9-0 reads $(committed_reads) record(s)"
+  # find-hanging lists a transaction whose producer last wrote longer ago than its
+  # --max-transaction-timeout (whole minutes, at least 1): wait for the minute to pass.
+  for _ in $(seq 1 15); do
+    tool find-hanging --broker-id 3 --max-transaction-timeout 1 | grep -q "^f9" && break; sleep 5
+  done
+  echo "$(date +%T) kafka-transactions.sh find-hanging --broker-id 3 --max-transaction-timeout 1:"
+  tool find-hanging --broker-id 3 --max-transaction-timeout 1 | sed 's/^/    /'
+  tool abort --topic f9 --partition 0 --start-offset 0 && echo "$(date +%T) aborted (abort --topic f9 --partition 0 --start-offset 0)"
+  echo "$(date +%T) read_committed consumer of f9-0 reads $(committed_reads) record(s)"
+  echo "$(date +%T) find-hanging now lists $(tool find-hanging --broker-id 3 --max-transaction-timeout 1 | grep -c "^f9") transaction(s) on f9"
+  kill -9 "$(ip netns pids "$NS3" | head -1)" 2>/dev/null || true
+}
 for _ in $(seq 1 40); do
   if grep -q "Couldn't find leader endpoint for partitions Set(f9-0)" "$LOG1"; then
     echo "$(date +%T) f9-0 leader and ISR: $(state)"
     grep -h "Couldn't find leader endpoint" "$LOG1" | head -1
     echo "SKIPPED: the coordinator completes $TXID without f9-0's marker (F9)"
+    [ "$REMEDY" = "--remedy" ] && remedy
     exit 1
   fi
   sleep 1

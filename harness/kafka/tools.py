@@ -52,8 +52,13 @@ def _jar_classes(libs_dir: Path) -> frozenset[str]:
 def tool_class(install: Installation, simple_name: str) -> str:
     """The fully-qualified class of a Kafka tool: some moved from ``kafka.tools`` in 4.0."""
     classes = _jar_classes(install.libs_dir)
-    # The share groups' command is in ``...tools.consumer.group`` beside the consumer groups'.
-    packages = ("org.apache.kafka.tools", "org.apache.kafka.tools.consumer.group")
+    # The share groups' command is in ``...tools.consumer.group`` beside the consumer groups';
+    # the reassignment tool moved to a package of its own in 3.8.
+    packages = (
+        "org.apache.kafka.tools",
+        "org.apache.kafka.tools.consumer.group",
+        "org.apache.kafka.tools.reassign",
+    )
     for pkg in (*packages, "kafka.tools", "kafka.admin"):
         if f"{pkg}.{simple_name}" in classes:
             return f"{pkg}.{simple_name}"

@@ -10,8 +10,11 @@ carries leader epochs and is still served by Kafka 3.x and 4.x (4.0 dropped v0-v
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
+
+from common.kafkaconf import harness_security
 
 METADATA_KEY = 3
 METADATA_VERSION = 7
@@ -83,6 +86,20 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    security = harness_security(f"{host}:{port}")
+    if security is None:
+        return sock
+    context = ssl.create_default_context(cafile=security["ca"])
+    context.load_cert_chain(security["certificate"], security["key"])
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+
+
 def fetch_partitions(
     host: str, port: int, topics: list[str], source: int, timeout: float = 3.0
 ) -> dict[tuple[str, int], PartitionView]:
@@ -93,8 +110,9 @@ def fetch_partitions(
 def fetch_metadata(
     host: str, port: int, topics: list[str], source: int, timeout: float = 3.0
 ) -> tuple[set[int], dict[tuple[str, int], PartitionView]]:
-    """The broker's live (registered, unfenced) broker ids and its view of ``topics``."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    """The broker's live (registered, unfenced) broker ids and its view of ``topics``; over
+    TLS with the harness's certificate when a secured cluster is up."""
+    with _connect(host, port, timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(_encode_request(topics, correlation_id=1))
         size = struct.unpack(">i", _recv_exact(sock, 4))[0]

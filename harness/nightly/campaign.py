@@ -96,12 +96,14 @@ def _checked(args: argparse.Namespace, variants: list[str]) -> RunOptions:
 
 @contextlib.contextmanager
 def _shared(args: argparse.Namespace, root: Path, options: RunOptions) -> Iterator[Any]:
-    """One Spark session for the whole campaign, which every run's check reuses (the JVM's
-    start and warm-up are paid once, not once per run), and with ``--shared-cluster`` one
-    cluster shaped as ``options`` says."""
-    from checkers.spark import start_spark, stop_spark
+    """At most one Spark session for the whole campaign: each run is judged in this process,
+    on the Python engines when its evidence is small, and the first run that needs Spark
+    starts the session every later run reuses (its start paid once), ended with the
+    campaign. None starts up front: a small campaign runs no JVM, and an interrupt during
+    its start could leave one behind. With ``--shared-cluster``, one cluster shaped as
+    ``options`` says."""
+    from checkers.spark import stop_spark
 
-    start_spark()
     try:
         if not args.shared_cluster:
             yield None

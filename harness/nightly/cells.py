@@ -190,6 +190,7 @@ def base_record(cell: Cell) -> dict[str, Any]:
         "transaction_version": cell.tv_label,
         "time_limit": cell.time_limit,
         "expected": cell.scenario.expected,
+        "finding": cell.scenario.finding,
         "verdict": "error",
         "verdict_source": "not run",
         "outcome": "error",
@@ -275,6 +276,8 @@ def cell_message(record: dict[str, Any], log_path: Path | None) -> str:
         f"expected {record['expected']}, got {record['verdict']} "
         f"({record['verdict_source']}); anomalies: {anomalies}; report: {where}"
     )
+    if record.get("finding") and record["expected"] == "invalid" and record["verdict"] == "valid":
+        text = f"{record['finding']} no longer reproduces on {record['version']}: {text}"
     if record["verdict"] == "error" and log_path is not None:
         text += f"; last log line: {_last_line(log_path)}"
     return text

@@ -60,6 +60,9 @@ class Scenario:
     #: The first Kafka it no longer runs on (a Kafka bug's fix version, for a scenario that
     #: expects the bug's verdict); None: every version from ``min_kafka`` on.
     before_kafka: str | None = None
+    #: The finding (docs/findings.md) an expected-invalid scenario reproduces: a cell that
+    #: comes out valid says the finding no longer reproduces on its version.
+    finding: str | None = None
 
     def runs_on(self, version: str) -> bool:
         v = KafkaVersion(version)
@@ -327,6 +330,23 @@ SCENARIOS: dict[str, Scenario] = {
                 ("fixed-kafka-20742", "valid", "4.4.0", None),
             )
         ),
+        # F9: a transaction rolled back while its partitions have no leader completes
+        # without their markers from Kafka 4.3.0 (the Java metadata cache); 4.2.x waits.
+        *(
+            eos(
+                name,
+                nemesis="leaderless-marker",
+                time_limit=60,
+                expected=expected,
+                min_kafka=first,
+                before_kafka=last,
+                finding=finding,
+            )
+            for name, expected, first, last, finding in (
+                ("bug-f9-leaderless-marker", "invalid", "4.3.0", None, "F9"),
+                ("control-f9-leaderless-marker", "valid", None, "4.3.0", None),
+            )
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -413,6 +433,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "bug-zombie-kafkajs",
         "bug-kafka-20742",
         "fixed-kafka-20742",
+        "bug-f9-leaderless-marker",
+        "control-f9-leaderless-marker",
     ),
     # The same faults on every client of the registry (python and java: the nightly set).
     "clients": (

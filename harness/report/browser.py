@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,14 @@ def check_page(
     ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=opts, service=Service(executable_path=driver_bin))
+    # Chromium leaves a directory of its own in TMPDIR after every run: give it one to remove.
+    scratch = tempfile.mkdtemp(prefix="kh-chromium-")
+    service = Service(executable_path=driver_bin, env={**os.environ, "TMPDIR": scratch})
+    try:
+        driver = webdriver.Chrome(options=opts, service=service)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     try:
         driver.get(Path(html).resolve().as_uri())
         full = int(driver.execute_script("return document.documentElement.scrollHeight"))
@@ -131,3 +139,4 @@ def check_page(
         )
     finally:
         driver.quit()
+        shutil.rmtree(scratch, ignore_errors=True)

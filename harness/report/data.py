@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.storefiles import read_json_dict
 from history import is_nemesis, iter_history
+from history.schema import wall_ms
 from workloads.spec import Figures, ReportSpec, WorkloadSpec
 
 
@@ -139,7 +140,7 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
     for op in iter_history(history):
         if first:
             data.t0 = op["time"]
-            wall0 = _wall_ms(op.get("wall"))
+            wall0 = wall_ms(op.get("wall"))
             first = False
         t = (op["time"] - data.t0) / 1e9
         data.span = max(data.span, t)
@@ -197,19 +198,6 @@ def load_run(run_dir: Path, journey_limit: int = 12) -> RunData:
         if value in flagged:
             data.journeys.setdefault(value, []).append(step)
     return data
-
-
-def _wall_ms(wall: Any) -> int | None:
-    """An op's ``wall`` (ISO-8601 UTC) in epoch milliseconds, the unit of a record's
-    ``create_time``; None if it does not parse."""
-    from datetime import datetime
-
-    if not isinstance(wall, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(wall.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 def log_steps(

@@ -254,6 +254,8 @@ def write_report(run_dir: Path) -> Path:
         run_time=_time(data),
         kafka_version=data.config.get("kafka_version_resolved") or opts.get("kafka_version"),
         transaction_version=opts.get("transaction_version"),
+        broker_patch=opts.get("broker_patch"),
+        security=opts.get("security") or "plaintext",
         workload=opts.get("workload", DEFAULT),
         client=wopts.get("client", ""),
         variant=wopts.get("variant", ""),

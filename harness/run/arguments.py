@@ -55,7 +55,14 @@ def add_nemesis_arguments(
     )
     if timing:
         add("--nemesis-interval", type=float, default=10.0, metavar="S")
-        add("--nemesis-duration", type=float, default=10.0, metavar="S")
+        add(
+            "--nemesis-duration",
+            type=float,
+            default=10.0,
+            metavar="S",
+            help="a fault's typical length (each drawn from 0.5-1.5 times it); a zombie's "
+            "pause lasts the session timeout plus 5-8 s, or this if longer",
+        )
 
 
 def add_run_arguments(
@@ -125,6 +132,7 @@ def options_from_args(
                 ("backend", "auto"),
                 ("hosts", None),
                 ("accept_new_host_keys", False),
+                ("withhold_acl", None),
             )
         },
         **{**shape, **given},

@@ -40,6 +40,13 @@ class RunOptions:
     replication_factor: int | None = None
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
+    #: ``--broker-patch``: a fix given to every broker (``harness.kafka.brokerpatch``).
+    broker_patch: str | None = None
+    #: ``--security``: plaintext, tls or sasl_ssl (``harness.kafka.security``).
+    security: str = "plaintext"
+    #: ``--withhold-acl``: a resource kind whose ACLs the clients under test do not get
+    #: (to see how a client fails that lacks them).
+    withhold_acl: str | None = None
     store: Path = Path("store")
     #: ``--nemesis``, parsed once (a string given here is parsed in ``__post_init__``).
     nemesis: NemesisSpec = field(default_factory=NemesisSpec)
@@ -102,8 +109,11 @@ def repro_args(options: Mapping[str, Any]) -> list[str]:
         ("--nodes", "nodes"),
         ("--replication-factor", "replication_factor"),
         ("--min-insync-replicas", "min_insync_replicas"),
+        ("--broker-patch", "broker_patch"),
+        ("--security", "security"),
+        ("--withhold-acl", "withhold_acl"),
     ):
-        if options.get(key) is not None:
+        if options.get(key) not in (None, "plaintext"):
             args += [flag, str(options[key])]
     return args + format_settings(dict(options.get("broker_settings") or {}), "--broker-config")
 

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.errors import HarnessError
+from harness.kafka.security import CLIENT_IDENTITIES
 from harness.run.drive import Drive
 from harness.run.nemesis import ScheduledNemesis, fault_kinds
 from harness.run.options import Nemesis, RunOptions
@@ -40,6 +42,7 @@ from harness.storefiles import new_unique_dir
 from harness.substrate.api import ClusterConfig
 from harness.substrate.backends import open_cluster
 from history import load_history, merge_histories
+from workloads.processes import NotAuthorized
 
 if TYPE_CHECKING:
     from checkers.judge import Judgement
@@ -106,6 +109,46 @@ def write_config(run_dir: Path, options: RunOptions, extra: dict[str, Any]) -> N
     (run_dir / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
 
 
+def _grant_acls(cluster: Cluster, options: RunOptions) -> None:
+    """On a secured cluster, the ACLs the workload's clients need (but those of the
+    resource ``--withhold-acl`` names)."""
+    # A stand-in cluster of a plugin user's (docs/plugin.md) may have no security at all.
+    if getattr(cluster, "security", None) is None:
+        return
+    acls = get_workload(options.workload).spec.acls(options.workload_options)
+    given = [a for a in acls if a.resource != options.withhold_acl]
+    cluster.grant(f"User:{CLIENT_IDENTITIES[0]}", given)
+
+
+#: The error a client gets for want of an ACL on each kind of resource.
+_REFUSALS = {
+    "TOPIC_AUTHORIZATION_FAILED": "topic",
+    "GROUP_AUTHORIZATION_FAILED": "group",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "transactional_id",
+    "CLUSTER_AUTHORIZATION_FAILED": "cluster",
+}
+
+
+def refusal_line(exc: NotAuthorized, options: RunOptions) -> str:
+    """The one line of a run whose client the authorizer refused: the error, and the ACLs of
+    the workload on that kind of resource the client lacked."""
+    kind = _REFUSALS.get(exc.error.removeprefix("Java:").split(".")[-1])
+    acls = get_workload(options.workload).spec.acls(options.workload_options)
+    needed = " and ".join(a.text() for a in acls if a.resource == kind)
+    principal = f"User:{CLIENT_IDENTITIES[0]}"
+    if not needed:
+        return f"process {exc.process} was refused by the cluster ({exc.error}) as {principal}"
+    why = (
+        f"withheld by --withhold-acl {kind}"
+        if options.withhold_acl == kind
+        else "the harness granted it, so the client asked for more than its workload's ACLs"
+    )
+    return (
+        f"process {exc.process} was refused by the cluster ({exc.error}): {principal} "
+        f"lacks {needed} ({why})"
+    )
+
+
 def execute(
     cluster: Cluster,
     options: RunOptions,
@@ -127,10 +170,14 @@ def execute(
     if not (run_dir / "config.json").exists():
         write_config(run_dir, options, {"cluster_run_id": cluster.run_id})
     history_path = run_dir / "history.jsonl"
+    _grant_acls(cluster, options)
     completed = False
     try:
         drive = Drive(cluster, options, run_dir, list(nemeses or []), load_over, mark)
-        outcome = workload.drive(drive)
+        try:
+            outcome = workload.drive(drive)
+        except NotAuthorized as exc:
+            raise HarnessError(refusal_line(exc, options)) from None
         completed = True
     finally:
         try:
@@ -341,6 +388,8 @@ def cluster_config_of(options: RunOptions, store: Path | None) -> ClusterConfig:
         broker_settings={**needed, **options.broker_settings},
         replication_factor=options.replication_factor,
         min_insync_replicas=options.min_insync_replicas,
+        broker_patch=options.broker_patch,
+        security=options.security,
         store=store,
         network=options.network,
         hosts=options.hosts,

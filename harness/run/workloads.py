@@ -19,12 +19,13 @@ from common.errors import HarnessError
 from common.settings import parse_settings
 from harness.kafka.versions import KafkaVersion
 from harness.run.options import RunOptions
+from workloads import client_registry
 from workloads.connect import driver as connect
 from workloads.drive import Workload
 from workloads.eos import driver as eos
 from workloads.queue import driver as queue
 from workloads.share import driver as share
-from workloads.spec import Option, WorkloadSpec
+from workloads.spec import Option, WorkloadOptions, WorkloadSpec
 from workloads.streams import driver as streams
 
 BUILTIN: tuple[Workload, ...] = (
@@ -68,6 +69,10 @@ def spec_of(name: str | None) -> WorkloadSpec | None:
     return workload.spec if workload else None
 
 
+#: The workloads whose processes take the client contract's ``security`` object.
+SECURED_WORKLOADS = ("eos", "connect", "streams")
+
+
 def complete(options: RunOptions) -> RunOptions:
     """``options`` with its workload's options filled in (the defaults, seeded with the run's
     seed, when none were given), validated and adjusted to the run by the driver; options
@@ -84,10 +89,45 @@ def complete(options: RunOptions) -> RunOptions:
             f"got {type(wopts).__name__}"
         )
     wopts.validate()
+    _check_security(options, wopts)
     need = workload.spec.needs_kafka(wopts)
     if need is not None and KafkaVersion(options.kafka_version) < KafkaVersion(need[0]):
         raise HarnessError(f"{need[1]} needs Kafka {need[0]} or newer, not {options.kafka_version}")
     return replace(workload.prepare(replace(options, workload_options=wopts)), completed=True)
+
+
+def security_problem(mode: str, workload: str, wopts: WorkloadOptions) -> str | None:
+    """Why a run of ``workload`` with ``wopts`` cannot run on a cluster secured so, or None:
+    it needs a workload whose processes take the contract's ``security`` object and a client
+    that does (its manifest's ``abilities.security``)."""
+    if mode == "plaintext":
+        return None
+    if workload not in SECURED_WORKLOADS:
+        return (
+            f"--security {mode}: runs the {', '.join(SECURED_WORKLOADS)} workload, not {workload}"
+        )
+    client = getattr(wopts, "client", None)
+    if client is not None and not client_registry.get(client).abilities.security:
+        secured = [n for n, m in client_registry.manifests().items() if m.abilities.security]
+        return (
+            f"--security {mode}: client {client} takes no security settings "
+            f"(these do: {', '.join(secured)})"
+        )
+    return None
+
+
+def _check_security(options: RunOptions, wopts: WorkloadOptions) -> None:
+    if options.security == "plaintext" and options.withhold_acl is not None:
+        raise HarnessError("--withhold-acl needs --security tls or sasl_ssl")
+    problem = security_problem(options.security, options.workload, wopts)
+    if problem is not None:
+        raise HarnessError(problem)
+    held = {a.resource for a in get(options.workload).spec.acls(wopts)}
+    if options.withhold_acl is not None and options.withhold_acl not in held:
+        raise HarnessError(
+            f"--withhold-acl {options.withhold_acl}: the {options.workload} workload's clients "
+            f"hold no ACL on one (they hold: {', '.join(sorted(held))})"
+        )
 
 
 # --- the command line ---------------------------------------------------------------------

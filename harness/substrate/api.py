@@ -22,7 +22,11 @@ from nemeses.control import ClusterControl
 from workloads.base import ClusterAccess
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from common.acls import Acl
     from harness.kafka.install import Installation
+    from harness.kafka.security import Material
     from harness.kafka.wire import PartitionView
     from harness.substrate.runstate import Slot
 
@@ -109,11 +113,16 @@ class ClusterConfig:
     replication_factor: int | None = None
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
+    #: ``--broker-patch``: a fix given to every broker as a Java agent
+    #: (``harness.kafka.brokerpatch``); the process backend only.
+    broker_patch: str | None = None
     #: The SSH backend's hosts file (``harness.substrate.ssh.hosts``); other backends ignore it.
     hosts: str | None = None
     #: ``--accept-new-host-keys``: record the key of a machine no known_hosts source knows
     #: (``harness.substrate.ssh.hostkeys``); a changed key is refused regardless.
     accept_new_host_keys: bool = False
+    #: ``--security``: plaintext, tls or sasl_ssl (``harness.kafka.security``).
+    security: str = "plaintext"
 
     def settings(self) -> dict[str, str]:
         """The brokers' settings: the defaults for this shape, ``broker_settings`` over them."""
@@ -191,6 +200,11 @@ class Cluster(ClusterAccess, ClusterControl, Protocol):
 
     def admin(self) -> Any: ...
 
+    #: ``--security`` other than plaintext: the cluster's certificates and passwords.
+    security: Material | None
+
+    def grant(self, principal: str, acls: Iterable[Acl]) -> None: ...
+
     def wait_ready(self, timeout: float = 90.0) -> None: ...
 
     def partition_views(self, topic: str, partition: int) -> list[PartitionView]: ...
@@ -236,6 +250,25 @@ def add_shape_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="min.insync.replicas of the same topics (default min(2, replication factor))",
     )
+    from harness.kafka.brokerpatch import PATCHES
+    from harness.kafka.security import MODES
+
+    p.add_argument(
+        "--security",
+        choices=MODES,
+        default="plaintext",
+        help="how clients and brokers connect: plaintext; tls (certificates everywhere); "
+        "sasl_ssl (SCRAM over TLS for clients); both secured modes run Kafka's authorizer with "
+        "the workload's ACLs (process and Docker backends)",
+    )
+
+    p.add_argument(
+        "--broker-patch",
+        default=None,
+        metavar="NAME",
+        help="run the brokers with a fix Kafka has not released, as a Java agent (process "
+        f"backend): {'; '.join(f'{n}: {b.description}' for n, b in PATCHES.items())}",
+    )
 
 
 def shape_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -245,4 +278,6 @@ def shape_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "broker_settings": parse_settings(args.broker_config, "--broker-config"),
         "replication_factor": args.replication_factor,
         "min_insync_replicas": args.min_insync_replicas,
+        "security": args.security,
+        "broker_patch": args.broker_patch,
     }

@@ -209,4 +209,7 @@ def add_backend_argument(parser: argparse.ArgumentParser) -> None:
 
 def open_cluster(config: ClusterConfig, backend: str) -> Cluster:
     """The (not yet started) cluster object for ``backend``; use it as a context manager."""
-    return REGISTRY[resolve_backend(backend, config.kafka_version)].cluster(config)
+    chosen = resolve_backend(backend, config.kafka_version)
+    if config.broker_patch is not None and chosen != "process":
+        raise HarnessError(f"--broker-patch runs on the process backend only, not {chosen}")
+    return REGISTRY[chosen].cluster(config)

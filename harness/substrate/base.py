@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -23,8 +24,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 from common.errors import HarnessError
 from common.waits import wait_for
+from harness.kafka import security
+from harness.kafka.security import CLIENT_IDENTITIES, Material
 from harness.substrate import readiness
 from harness.substrate.abilities.clientcuts import GroupClientCuts
+from harness.substrate.abilities.credentials import ClientCredentials
 from harness.substrate.abilities.lookups import MetadataLookups
 from harness.substrate.abilities.network import NetworkCuts
 from harness.substrate.abilities.nodes import N
@@ -88,6 +92,7 @@ class ClusterBase(
     ProxyToxics,
     GroupClientCuts,
     KafkaTools,
+    ClientCredentials,
 ):
     """The shared part of a backend.
 
@@ -97,6 +102,8 @@ class ClusterBase(
     ``_release`` (what teardown removes); ``_started``, ``_save_logs`` and ``_after_node_start``
     have defaults.
     """
+
+    backend: str  #: process, docker or ssh
 
     config: ClusterConfig
     run_id: str
@@ -110,6 +117,9 @@ class ClusterBase(
     def __init__(self, config: ClusterConfig | None = None, **kwargs: Any) -> None:
         self.config = config or ClusterConfig(**kwargs)
         self.config.validate()
+        mode = security.check_mode(self.config.security)
+        if mode != "plaintext" and self.backend == "ssh":
+            raise HarnessError(f"--security {mode} runs on the process and Docker backends")
         self.run_id = new_run_id()
         self.cluster_id = new_cluster_id()
         self.install = None
@@ -120,6 +130,9 @@ class ClusterBase(
         self.toxiproxy = None
         self.timings = {}
         self._admin: Any = None
+        #: ``--security`` other than plaintext: the cluster's certificates and passwords.
+        self.security: Material | None = None
+        self._init_credentials()
         self._cut: set[int] = set()  # outside the majority of a partition: views may be stale
         self._stopped = False
         self._old_sigterm: Any = None
@@ -132,6 +145,35 @@ class ClusterBase(
         """The defaults for this shape, overridden by the configuration's settings."""
         self.settings = self.config.settings()
         return self.settings
+
+    def _secure(
+        self, brokers: dict[int, list[str]], client: list[str], internal: list[str]
+    ) -> None:
+        """For ``--security`` other than plaintext: make the cluster's CA, certificates and
+        passwords (``brokers``: each node's addresses; ``client`` and ``internal``: the
+        addresses of the two paths) and point the harness's own clients at them."""
+        mode = security.check_mode(self.config.security)
+        if mode == "plaintext":
+            return
+        root = scratch_root() / self.run_id / "security"
+        if self.slot is not None:  # a killed run's next start removes it (runstate's reaper)
+            self.slot.state.dirs = [*self.slot.state.dirs, str(root.parent)]
+            self.slot.save()
+        self.security = security.make_material(mode, root, brokers, list(CLIENT_IDENTITIES))
+        security.activate(self.security.write_harness_settings(client, internal))
+
+    @property
+    def client_security(self) -> dict[str, str] | None:
+        """The clients under test's ``security`` object (the client contract's), or None."""
+        if self.security is None:
+            return None
+        return self.security.contract(CLIENT_IDENTITIES[0])
+
+    def node_settings(self, node_id: int) -> dict[str, str]:
+        """Node ``node_id``'s settings: the cluster's, with its security over them."""
+        if self.security is None:
+            return self.settings
+        return {**self.settings, **self.security.broker_settings(node_id)}
 
     def _make_store(self) -> Path:
         """The run's store directory (configs, logs, evidence), created."""
@@ -190,6 +232,9 @@ class ClusterBase(
         except Exception as exc:
             log.warning("removing client cuts failed: %s", exc)
         self._release()
+        if self.security is not None:
+            security.activate(None)
+            shutil.rmtree(self.security.root.parent, ignore_errors=True)
         self._restore_signal_handlers()
         self.timings["teardown"] = time.monotonic() - t0
 

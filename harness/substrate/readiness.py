@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from common.errors import HarnessError
+from common.kafkaconf import secured
 from common.waits import wait_for
 from harness.substrate.api import READY_TOPIC
 
@@ -32,12 +33,14 @@ def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
     # the workload's will.
     cluster.ensure_topic(READY_TOPIC, n, timeout=timeout)
     producer = Producer(
-        {
-            **QUIET,
-            "bootstrap.servers": cluster.bootstrap,
-            "transactional.id": f"harness-ready-{cluster.run_id}",
-            "transaction.timeout.ms": 30000,
-        }
+        secured(
+            {
+                **QUIET,
+                "bootstrap.servers": cluster.bootstrap,
+                "transactional.id": f"harness-ready-{cluster.run_id}",
+                "transaction.timeout.ms": 30000,
+            }
+        )
     )
     try:
         producer.init_transactions(max(1.0, deadline - time.monotonic()))
@@ -50,14 +53,16 @@ def transactional_round_trip(cluster: Cluster, timeout: float) -> None:
     finally:
         producer.flush(1)
     consumer = Consumer(
-        {
-            **QUIET,
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": f"harness-ready-{cluster.run_id}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
+        secured(
+            {
+                **QUIET,
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": f"harness-ready-{cluster.run_id}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
     )
     try:
         consumer.assign([TopicPartition(READY_TOPIC, p, 0) for p in range(n)])

@@ -184,8 +184,9 @@ def cut_processor_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, 
 _HIJACK = """
 import sys
 from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2],
-              "log_level": 0})
+from common.kafkaconf import secured
+p = Producer(secured({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2],
+                      "log_level": 0}))
 p.init_transactions(60)
 p.flush(5)
 """

@@ -4,7 +4,6 @@ paused, isolated or cut while the request is about to go out."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
@@ -15,12 +14,13 @@ from history.moments import ABORT_MOMENTS, MOMENTS
 from nemeses.faults import brokers, clients, network
 from nemeses.faults.base import (
     FaultError,
-    processor,
+    arm,
+    disarm,
+    hooks,
+    stop_at_moment,
     verify,
 )
-from nemeses.targets import (
-    FaultContext,
-)
+from nemeses.targets import FaultContext
 
 #: Moments where the next request goes to a coordinator, and which one: the offset commit
 #: (TxnOffsetCommit, or OffsetCommit outside a transaction) to the group coordinator, EndTxn
@@ -30,10 +30,6 @@ COORDINATOR_MOMENTS = {
     "before-commit": "txn-coordinator",
     "after-commit": "group-coordinator",
 }
-
-
-#: How long a nemesis waits for an armed processor to reach its moment.
-ARM_WAIT_S = 8.0
 
 
 #: Processors armed by one crash-clients event, each at a different moment of the cycle.
@@ -68,25 +64,6 @@ def crash_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str,
     return {"pick": rng.randrange(1 << 30), "delay_ms": rng.randrange(0, 20)}
 
 
-def _hooks(ctx: FaultContext) -> bool:
-    return ctx.clients is not None and ctx.clients.hooks
-
-
-def _arm(ctx: FaultContext, instance: int, at: str, action: str, delay_ms: int = 0) -> bool:
-    """Arm one instance; False when it cannot be armed (starting, or gone)."""
-    assert ctx.clients is not None
-    try:
-        ctx.clients.arm_hook(instance, at, action, delay_ms)
-    except Exception:  # still starting (no handler yet) or already exited
-        return False
-    return True
-
-
-def _disarm(ctx: FaultContext, instance: int) -> None:
-    with contextlib.suppress(Exception):
-        _arm(ctx, instance, "", "")
-
-
 def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     """Jepsen's crash-clients: processors die at protocol moments, one stream of the run.
 
@@ -99,7 +76,7 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     """
     if ctx.clients is None:
         raise FaultError("crash-clients needs workload processes")
-    if not _hooks(ctx):
+    if not hooks(ctx):
         details = clients.processor_kill_start(ctx, params)
         return {**details, "mode": "direct", "why": details["why"] + " (no hook points)"}
     pids = ctx.clients.processor_pids()
@@ -113,7 +90,7 @@ def crash_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     armed: dict[str, str] = {}
     why: list[str] = []
     for instance, at, action in zip(rotated, moments, actions, strict=False):
-        if _arm(ctx, instance, at, action, int(params.get("delay_ms", 0))):
+        if arm(ctx, instance, at, action, int(params.get("delay_ms", 0))):
             armed[str(instance)] = at
             why.append(f"{action} at {at} (instance {instance})")
     if not armed:
@@ -139,7 +116,7 @@ def crash_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
         instance = int(key)
         fired = ctx.clients.fired_hook(instance)
         if fired is None:
-            _disarm(ctx, instance)
+            disarm(ctx, instance)
             fired = ctx.clients.fired_hook(instance)  # it may have fired meanwhile
         if fired is None:
             missed.append({"instance": instance, "at": at})
@@ -158,37 +135,9 @@ def moment_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str
     return {"pick": rng.randrange(1 << 30), "at": rng.choice(MOMENTS)}
 
 
-def _stop_at_moment(ctx: FaultContext, params: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
-    """Arm a processor to SIGSTOP itself at ``params["at"]``; wait until it has.
-
-    Returns (instance, pid, what fired). Not reaching the moment within ARM_WAIT_S is a
-    FaultError (recorded as a failed start), and the processor is disarmed.
-    """
-    if not _hooks(ctx):
-        raise FaultError("moment-aimed faults need processors with hook points")
-    instance, pid, _why = processor(ctx, params)
-    if not _arm(ctx, instance, params["at"], "stop", int(params.get("delay_ms", 0))):
-        raise FaultError(f"processor {instance} could not be armed (starting or gone)")
-    assert ctx.clients is not None
-    try:
-        verify(
-            lambda: process_state(pid) in ("T", None) and ctx.clients.fired_hook(instance),
-            ARM_WAIT_S,
-            f"processor {instance} stopped at {params['at']}",
-        )
-    except FaultError:
-        _disarm(ctx, instance)
-        if ctx.clients.fired_hook(instance) is None:
-            raise FaultError(f"processor {instance} did not reach {params['at']}") from None
-        verify(lambda: process_state(pid) in ("T", None), 5, f"processor {instance} stopped")
-    if process_state(pid) is None:
-        raise FaultError(f"processor {instance} exited before its moment")
-    return instance, pid, ctx.clients.fired_hook(instance) or {}
-
-
 def pause_at_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     """A processor stops itself at a protocol moment (a GC pause that lands mid-commit)."""
-    instance, pid, fired = _stop_at_moment(ctx, params)
+    instance, pid, fired = stop_at_moment(ctx, params)
     return {
         "targets": [instance],
         "pid": pid,
@@ -231,7 +180,7 @@ def coordinator_at_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
     The processor stops itself at the moment, the broker fault is applied to the coordinator
     resolved for its transactional id (or group), then the processor continues into it.
     """
-    instance, pid, fired = _stop_at_moment(ctx, params)
+    instance, pid, fired = stop_at_moment(ctx, params)
     try:
         node, why = _coordinator_of(ctx, instance, COORDINATOR_MOMENTS[params["at"]])
         fault = params["fault"]

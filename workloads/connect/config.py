@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from common import kafkaconf
 from common.errors import HarnessError
 from workloads import jsonconfig
 
@@ -107,10 +108,15 @@ class ConnectOptions:
 
     # --- Connect's configuration ------------------------------------------------------
 
-    def worker_properties(self, bootstrap: str, port: int) -> dict[str, str]:
+    def worker_properties(
+        self, bootstrap: str, port: int, security: dict[str, str] | None = None
+    ) -> dict[str, str]:
         """One worker's properties: its REST address, the group, the internal topics (made
-        by the harness beforehand) and the exactly-once switch."""
+        by the harness beforehand), the exactly-once switch and, on a secured cluster, the
+        contract's ``security`` object for the worker's clients and its connectors' (the
+        password by reference to its file)."""
         return {
+            **kafkaconf.java_by_reference(security, ("", "producer.", "consumer.", "admin.")),
             "bootstrap.servers": bootstrap,
             "group.id": self.group_id,
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",

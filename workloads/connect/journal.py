@@ -87,6 +87,8 @@ class TaskJournals:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: Each task's latest confirmation (its journal's clock, ms), as recorded.
+        self._confirmed: dict[int, int] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="connect-journals", daemon=True)
@@ -111,6 +113,11 @@ class TaskJournals:
         """The REST port of the group's leader as of the newest generation seen (Connect
         says who leads only in its workers' logs)."""
         return self._leader[1]
+
+    def confirmed_since(self, ms: int) -> set[int]:
+        """The tasks Connect confirmed a record to at ``ms`` (epoch ms) or later."""
+        with self._lock:
+            return {task for task, at in self._confirmed.items() if at >= ms}
 
     def look(self) -> None:
         """Record what is new in every journal (files appear as task instances start)."""
@@ -184,6 +191,8 @@ class TaskJournals:
         if journal.task is None:
             return  # a journal whose start line was lost names no task: nothing to claim
         value = {"task": journal.task, "writer": journal.writer, **fields}
+        if f == "committed":
+            self._confirmed[journal.task] = max(fields["ms"], self._confirmed.get(journal.task, 0))
         self._recorder.invoke(f, value)
         self._recorder.ok(f, value)
 

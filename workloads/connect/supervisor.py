@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from common.acls import Acl
 from common.errors import HarnessError
 from common.procfs import process_state
 from common.waits import WaitTimeout, wait_for
@@ -86,6 +87,8 @@ class ConnectWorkload(Supervisor):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._created = False
+        #: The task count of the last configuration Connect accepted from the driver.
+        self._tasks: int | None = None
         self.journals: TaskJournals | None = None
 
     # --- what faults aim at -----------------------------------------------------------
@@ -186,7 +189,9 @@ class ConnectWorkload(Supervisor):
     def _spawn(self, slot: int, replaces: int | None = None) -> Child:
         with self._lock:
             worker = self._allocate_process()
-            props = self.options.worker_properties(self.cluster.bootstrap, self.ports[slot])
+            props = self.options.worker_properties(
+                self.cluster.bootstrap, self.ports[slot], self.cluster.client_security
+            )
             path = self.connect_dir / f"worker-{slot}.properties"
             path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             env = child_env(self.cluster.env)
@@ -299,6 +304,7 @@ class ConnectWorkload(Supervisor):
 
         wait_for(created, timeout=60, interval=1.0, what=f"connector {o.connector} created")
         self._created = True
+        self._tasks = o.tasks
 
     def status(self) -> dict[str, Any] | None:
         o = self.options
@@ -357,6 +363,7 @@ class ConnectWorkload(Supervisor):
                 self.restart_failed(status)
             due = min(len(counts), 1 + int((time.monotonic() - start) / (span / len(counts))))
             if done < due and self.reconfigure(counts[done]):
+                self._tasks = counts[done]
                 done += 1
 
     def start_driver(self, seconds: float) -> None:
@@ -376,19 +383,16 @@ class ConnectWorkload(Supervisor):
     # --- the end of a run ------------------------------------------------------------
 
     def settle(self, timeout: float) -> bool:
-        """After the faults: every worker's REST API answers and every task of the last
-        configuration runs (failed ones restarted), so the stop below stops a whole
-        connector."""
+        """After the faults: every worker's REST API answers, the schedule's last task count
+        is in force (a driver whose changes faults held back did not reach it), every task
+        of it runs (failed ones restarted) and has had a record confirmed since, so the stop
+        below stops a whole connector that was making progress. A task that never confirms
+        keeps the stop waiting the whole ``timeout``: the checker's ``stalled-task``."""
         want = self.options.task_counts()[-1]
-        t0 = time.monotonic()
-        try:
-            # A worker killed late in the load is still starting; until it has rejoined, the
-            # status topic shows its tasks RUNNING under its old incarnation.
-            self.wait_workers(timeout)
-        except WaitTimeout as exc:
-            log.warning("connect: %s", exc)
-            return False
-        timeout = max(1.0, timeout - (time.monotonic() - t0))
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(1.0, deadline - time.monotonic())
 
         def running() -> bool:
             status = self.status()
@@ -403,7 +407,27 @@ class ConnectWorkload(Supervisor):
             )
 
         try:
-            wait_for(running, timeout=timeout, interval=1.0, what="every task running")
+            # A worker killed late in the load is still starting; until it has rejoined, the
+            # status topic shows its tasks RUNNING under its old incarnation.
+            self.wait_workers(timeout)
+            if self._tasks != want:
+                wait_for(
+                    lambda: self.reconfigure(want),
+                    timeout=left(),
+                    interval=2.0,
+                    what=f"the last task count ({want}) set",
+                )
+                self._tasks = want
+            wait_for(running, timeout=left(), interval=1.0, what="every task running")
+            since_ms = int(time.time() * 1000)
+            journals = self.journals
+            if journals is not None:
+                wait_for(
+                    lambda: set(range(want)) <= journals.confirmed_since(since_ms),
+                    timeout=left(),
+                    interval=0.5,
+                    what="a record confirmed to every task",
+                )
         except WaitTimeout as exc:
             log.warning("connect: %s", exc)
             return False
@@ -520,6 +544,21 @@ def run_phases(workload: ConnectWorkload, time_limit: float, faults: Any) -> boo
 # --- the workload's declaration (harness.run.workloads composes it with its driver) -----
 
 
+def _acls(o: ConnectOptions) -> tuple[Acl, ...]:
+    """KIP-618's grants for the workers and the connector, on topics the harness makes
+    beforehand (so no Create): the group; the internal topics and the connector's offsets
+    topic read and written (their compaction checked); the data topic written; the leader's
+    transactional id (``connect-cluster-<group>``) and the tasks' (``<group>-<connector>-``)."""
+    internal = sorted({o.configs_topic, o.global_offsets_topic, o.status_topic, o.offsets_topic})
+    return (
+        Acl("group", o.group_id, "read"),
+        *(Acl("topic", t, op) for t in internal for op in ("read", "write", "describe_configs")),
+        Acl("topic", o.data_topic, "write"),
+        Acl("transactional_id", f"connect-cluster-{o.group_id}", "write"),
+        Acl("transactional_id", o.transactional_id_prefix, "write", prefixed=True),
+    )
+
+
 SPEC = WorkloadSpec(
     name="connect",
     description="Kafka Connect exactly-once source connectors (KIP-618)",
@@ -545,6 +584,7 @@ SPEC = WorkloadSpec(
         Option("--transaction-timeout-ms", "transaction_timeout_ms", type=int, metavar="MS"),
     ),
     checker_suites=("connect",),
+    acls=_acls,
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     needs_kafka=lambda o: ("3.5.0", "Connect's PUT /connectors/<name>/stop"),
     figures=FIGURES,

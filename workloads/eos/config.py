@@ -8,7 +8,6 @@ definitions. The record headers and the value transform are part of the history 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -94,6 +93,9 @@ class ProcessorConfig:
     group_protocol: str = "classic"
     #: ``--client-config``: settings of this instance's producer and consumer, applied last.
     client_config: dict[str, str] = field(default_factory=dict)
+    #: A secured cluster's ``security`` object for the client (docs/client-contract.md): the
+    #: protocol and files (CA, certificate and key, or a SCRAM user and its password file).
+    security: dict[str, str] | None = None
     #: ``--txn-delay-ms``: a seeded random pause in [0, this] ms between the operations of
     #: each transaction (its produce calls, the offsets, the commit).
     txn_delay_ms: int = 0
@@ -136,7 +138,7 @@ class ProcessorConfig:
             self.hook.validate()
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return jsonconfig.to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> ProcessorConfig:

@@ -44,7 +44,13 @@ from history.eos_records import (
     transform,
 )
 from history.moments import DURING_COMMIT
-from workloads.clientinfo import error_info, is_fenced, parse_group_metadata, warn
+from workloads.clientinfo import (
+    error_info,
+    is_fenced,
+    parse_group_metadata,
+    refused_by_acl,
+    warn,
+)
 from workloads.clients import (
     Calls,
     ClientError,
@@ -63,6 +69,7 @@ EXIT_FATAL = 4
 EXIT_UNCERTAIN = 5
 EXIT_REWIND_FAILED = 6
 EXIT_ORPHANED = 7
+EXIT_NOT_AUTHORIZED = 8
 EXIT_HOOK = 70
 
 
@@ -280,6 +287,12 @@ class Processor:
         self.rec.close()
         return code
 
+    def _refused(self, info: dict[str, Any]) -> None:
+        """Exit with EXIT_NOT_AUTHORIZED, naming the error, when the cluster refused an
+        operation for want of an ACL: no successor would fare better."""
+        if refused_by_acl(info):
+            raise Exit(EXIT_NOT_AUTHORIZED, f"not-authorized {info['code']}")
+
     def _start(self) -> None:
         cfg = self.cfg
         value = {
@@ -302,6 +315,7 @@ class Processor:
                 self.calls.call("init", self.producer.init_transactions)
             except ClientError as exc:
                 self.rec.fail("start", value, exc.info)
+                self._refused(exc.info)
                 code = EXIT_FENCED if is_fenced(exc.info) else EXIT_FATAL
                 raise Exit(code, "init-failed") from None
         subscribe(self.consumer, [cfg.input_topic], self._rebalance)
@@ -316,6 +330,7 @@ class Processor:
                 batch.append(m)
             else:
                 warn(f"instance {cfg.instance}: consume error: {m.error()}")
+                self._refused({"code": m.error().name(), "stage": "poll"})
         if not batch:
             return
         # Captured with the batch: these records were consumed in this generation, and that is
@@ -504,6 +519,7 @@ class Processor:
             raise Exit(EXIT_FENCED if fenced else EXIT_UNCERTAIN, "uncertain")
         if fenced or info["fatal"]:
             self.rec.fail("txn", result, info)
+            self._refused(info)
             raise Exit(EXIT_FENCED if fenced else EXIT_FATAL, "fenced" if fenced else "fatal")
         if cfg.transactional:
             try:

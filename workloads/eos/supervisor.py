@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from common.acls import Acl
 from common.errors import HarnessError
 from common.procfs import catches_signal
 from workloads import client_registry
@@ -80,6 +81,7 @@ class EosWorkload(PipelineWorkload[EosOptions]):
             if replaces is None:
                 cfg.hook = self.options.hooks.get(slot)
             cfg.meta = {"run_dir": str(self.run_dir)}
+            cfg.security = self.cluster.client_security
             env = child_env(self.cluster.env)
 
             def start(logf: IO[bytes], gid: int | None) -> subprocess.Popen[bytes]:
@@ -168,6 +170,12 @@ SPEC = WorkloadSpec(
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     broker_settings=lambda o: group_broker_settings(o.group_protocol, o.session_timeout_ms),
     needs_kafka=lambda o: group_protocol_needs(o.group_protocol),
+    acls=lambda o: (
+        Acl("topic", o.input_topic, "read"),
+        Acl("topic", o.output_topic, "write"),
+        Acl("group", o.group_id, "read"),
+        Acl("transactional_id", o.txn_id_prefix, "write", prefixed=True),
+    ),
     figures=Figures(
         throughput=lambda: _committed_outputs,
         fed=lambda: seeded_values,

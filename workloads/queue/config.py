@@ -9,8 +9,7 @@ meaningless), the op kinds, the value encoding and the exit codes are shared by 
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from workloads import jsonconfig
@@ -50,6 +49,8 @@ class ClientConfig:
     history_path: str
     group_id: str
     transactional_id: str | None = None
+    #: A secured cluster's ``security`` object (docs/client-contract.md); None: plaintext.
+    security: dict[str, str] | None = None
     seed: int = 0
     txn: bool = True
     sub_via: str = "assign"
@@ -126,7 +127,7 @@ class ClientConfig:
             raise BadConfig(problem)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return jsonconfig.to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> ClientConfig:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from common.kafkaconf import secured
 from history import Recorder
 from workloads.queue.config import decode_value
 
@@ -33,15 +34,17 @@ def read_to_end(
 
     keys = sorted(ends)
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_id,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "log_level": 3,
-        }
+        secured(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group_id,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "log_level": 3,
+            }
+        )
     )
     try:
         rec.invoke("assign", keys)

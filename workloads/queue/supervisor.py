@@ -36,6 +36,7 @@ from time import monotonic_ns
 from typing import IO, TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import secured
 from common.waits import WaitTimeout, wait_for
 from history import Recorder, merge_histories
 from workloads import client_registry
@@ -236,12 +237,14 @@ class QueueWorkload(Supervisor):
         failed: list[list[str]] = []
         for tid in tids:
             producer = Producer(
-                {
-                    "bootstrap.servers": self.cluster.bootstrap,
-                    "transactional.id": tid,
-                    "transaction.timeout.ms": self.options.transaction_timeout_ms,
-                    "log_level": 0,
-                }
+                secured(
+                    {
+                        "bootstrap.servers": self.cluster.bootstrap,
+                        "transactional.id": tid,
+                        "transaction.timeout.ms": self.options.transaction_timeout_ms,
+                        "log_level": 0,
+                    }
+                )
             )
             try:
                 producer.init_transactions(self.options.op_timeout_s)
@@ -270,11 +273,13 @@ class QueueWorkload(Supervisor):
         level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
         o = self.options
         admin = AdminClient(
-            {
-                "bootstrap.servers": self.cluster.internal_bootstrap,
-                "log_level": 0,
-                "socket.timeout.ms": 5000,
-            }
+            secured(
+                {
+                    "bootstrap.servers": self.cluster.internal_bootstrap,
+                    "log_level": 0,
+                    "socket.timeout.ms": 5000,
+                }
+            )
         )
         request = {TopicPartition(o.topic, p): OffsetSpec.latest() for p in range(o.keys)}
         futures = admin.list_offsets(request, isolation_level=level, request_timeout=10)

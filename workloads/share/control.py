@@ -20,6 +20,7 @@ import base64
 import logging
 from typing import Any
 
+from common.kafkaconf import secured
 from history.clientcontrol import StateKey
 from workloads.control import SupervisedControl
 from workloads.share.supervisor import ShareWorkload
@@ -58,7 +59,9 @@ def describe_input(bootstrap: str, topic: str, timeout: float) -> tuple[str, int
     from confluent_kafka.admin import AdminClient
 
     # Held until the result is in: a collected client never answers.
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
+    admin = AdminClient(
+        secured({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 5000})
+    )
     futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
     desc = futures[topic].result(timeout=timeout)
     tid = desc.topic_id

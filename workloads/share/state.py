@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import secured
 from history import Recorder
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def _admin(bootstrap: str) -> Any:
     """An admin client on the brokers' internal listeners (quiet: its errors are answers)."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return AdminClient(secured({"bootstrap.servers": bootstrap, "log_level": 0}))
 
 
 def configure_group(bootstrap: str, group: str, settings: dict[str, str]) -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import secured
 from history import Recorder
 from workloads import client_registry, finalreads
 from workloads.processes import Child, Supervisor, child_env, spawn_command
@@ -165,7 +166,7 @@ class ShareWorkload(Supervisor):
 
         o = self.options
         producer = Producer(
-            {"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "log_level": 0}
+            secured({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "log_level": 0})
         )
         left = set(range(o.partitions))
         deadline = time.monotonic() + INIT_TIMEOUT_S

@@ -58,6 +58,9 @@ class InstanceConfig:
     transaction_timeout_ms: int
     group_protocol: str = "classic"
     client_config: dict[str, str] = field(default_factory=dict)
+    #: A secured cluster's ``security`` object (docs/client-contract.md): files only, never
+    #: a secret, since the configuration travels on the command line; None on plaintext.
+    security: dict[str, str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from common.acls import Acl
 from common.waits import wait_for
 from history import HistoryError, read_process_file
 from workloads.base import JavaApp
@@ -87,6 +88,7 @@ class StreamsWorkload(PipelineWorkload[StreamsOptions]):
                 str(self.processes_dir / f"{instance}.jsonl"),
                 str(state_dir),
             )
+            cfg.security = self.cluster.client_security
             env = child_env(self.cluster.env)
             assert self._client_command is not None
             argv = [*self._client_command, "--config", cfg.to_json()]
@@ -220,6 +222,16 @@ SPEC = WorkloadSpec(
         ),
     ),
     checker_suites=("streams",),
+    # Streams names its internal topics (the store's changelog) and its transactional ids
+    # after the application id, and creates those topics itself.
+    acls=lambda o: (
+        Acl("topic", o.input_topic, "read"),
+        Acl("topic", o.output_topic, "write"),
+        Acl("topic", o.aggregate_topic, "write"),
+        Acl("topic", o.group_id, "all", prefixed=True),
+        Acl("group", o.group_id, "read"),
+        Acl("transactional_id", o.group_id, "write", prefixed=True),
+    ),
     needs_kafka=lambda o: protocol_needs(o.group_protocol),
     isolate=lambda tag: {"name_suffix": f"-{tag}"},
     figures=Figures(

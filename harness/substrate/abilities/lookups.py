@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from harness.kafka.wire import PartitionView
 
 
+#: Kafka's error code for a partition that exists and has no leader now.
+LEADER_NOT_AVAILABLE = 5
+
+
 class MetadataLookups(Nodes[N]):
     """Leaders, coordinators, the controller and the registered brokers, from each live
     broker's own answer (no client library: the nemesis thread asks while brokers die)."""
@@ -61,7 +65,8 @@ class MetadataLookups(Nodes[N]):
             except OSError:
                 continue
             view = got.get((topic, partition))
-            if view is not None and view.error == 0:
+            # LEADER_NOT_AVAILABLE is a view too: the partition exists and has no leader.
+            if view is not None and view.error in (0, LEADER_NOT_AVAILABLE):
                 views.append(view)
         return views
 
@@ -84,6 +89,7 @@ class MetadataLookups(Nodes[N]):
         return leader if leader >= 0 else None
 
     def isr(self, topic: str, partition: int) -> list[int]:
+        """The partition's in-sync replicas, from the freshest view."""
         return list(self.partition_view(topic, partition).isr)
 
     def coordinator_partition(self, topic: str, key: str) -> int:

@@ -3,9 +3,13 @@ what a workload uses of a cluster besides its addresses (``workloads.base.Cluste
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import command_config, secured
 from common.waits import wait_for
 from harness.kafka import javaclients, tools
 
@@ -34,11 +38,13 @@ class KafkaTools:
 
         if self._admin is None:
             self._admin = AdminClient(
-                {
-                    "bootstrap.servers": self.internal_bootstrap,
-                    "log_level": 0,
-                    "socket.timeout.ms": 5000,
-                }
+                secured(
+                    {
+                        "bootstrap.servers": self.internal_bootstrap,
+                        "log_level": 0,
+                        "socket.timeout.ms": 5000,
+                    }
+                )
             )
         return self._admin
 
@@ -109,6 +115,66 @@ class KafkaTools:
             raise HarnessError(f"adding partitions to {topic} failed: {exc}") from None
         self._wait_led(topic, total, int(self.settings["default.replication.factor"]), timeout)
 
+    def set_topic_config(self, topic: str, key: str, value: str | None) -> None:
+        """Set one of ``topic``'s settings, or delete it (None: the brokers' default), with
+        ``incrementalAlterConfigs``."""
+        from confluent_kafka.admin import (
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+            ResourceType,
+        )
+
+        op = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+        entry = ConfigEntry(key, value or "", incremental_operation=op)
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+        futures = self.admin().incremental_alter_configs([resource], request_timeout=30)
+        try:
+            for future in futures.values():
+                future.result(timeout=30)
+        except Exception as exc:
+            raise HarnessError(f"setting {key} of topic {topic} failed: {exc}") from None
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's replicas, preferred leader first (the brokers' metadata)."""
+        t = self.admin().list_topics(topic=topic, timeout=10).topics.get(topic)
+        if t is None or t.error is not None or partition not in t.partitions:
+            raise HarnessError(f"no metadata for {topic}-{partition}")
+        return list(t.partitions[partition].replicas)
+
+    def reassign(self, topic: str, moves: dict[int, list[int]], timeout: float = 60.0) -> None:
+        """Move each partition of ``moves`` to its replicas with Kafka's own reassignment
+        tool and wait until they are its replicas, all in sync."""
+        plan = {
+            "version": 1,
+            "partitions": [
+                {"topic": topic, "partition": p, "replicas": r} for p, r in sorted(moves.items())
+            ],
+        }
+        with tempfile.TemporaryDirectory(prefix="kafka-harness-reassign-") as tmp:
+            path = Path(tmp) / "plan.json"
+            path.write_text(json.dumps(plan))
+            self.run_tool(
+                "ReassignPartitionsCommand",
+                "--bootstrap-server",
+                self.internal_bootstrap,
+                "--reassignment-json-file",
+                str(path),
+                "--execute",
+            )
+        admin = self.admin()
+
+        def moved() -> bool:
+            t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+            return t is not None and all(
+                p in t.partitions
+                and list(t.partitions[p].replicas) == r
+                and sorted(t.partitions[p].isrs) == sorted(r)
+                for p, r in moves.items()
+            )
+
+        wait_for(moved, timeout=timeout, what=f"{topic} partitions moved to {moves}")
+
     def tool_command(
         self, simple_name: str, jvm_opts: tuple[str, ...] = tools.TOOL_JVM_OPTS
     ) -> list[str]:
@@ -141,7 +207,15 @@ class KafkaTools:
         return javaapps.java_command(self.install, app, jvm_opts, log_option)
 
     def run_tool(self, simple_name: str, *args: str, timeout: float = 60.0) -> str:
-        """Run one of Kafka's own tools against this cluster; its stdout."""
+        """Run one of Kafka's own tools against this cluster; its stdout. A tool given
+        ``--bootstrap-server`` of a secured cluster gets the harness's ``--command-config``
+        right after it."""
         if self.install is None:
             raise HarnessError(f"this cluster has no Kafka installation to run {simple_name}")
-        return tools.run_tool(self.install, self.env, simple_name, *args, timeout=timeout)
+        argv = list(args)
+        if "--bootstrap-server" in argv:
+            at = argv.index("--bootstrap-server") + 1
+            config = command_config(argv[at]) if at < len(argv) else None
+            if config is not None:
+                argv[at + 1 : at + 1] = ["--command-config", config]
+        return tools.run_tool(self.install, self.env, simple_name, *argv, timeout=timeout)

@@ -22,6 +22,7 @@ published ports, exactly as they do against process clusters.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import logging
 import socket
@@ -113,6 +114,29 @@ class DockerCluster(ClusterBase[DockerNode]):
             toxiproxy_bin=str(install.toxiproxy_bin) if install else "",
         )
 
+    def _secured(self, plan: dp.ClusterPlan) -> dp.ClusterPlan:
+        """``plan`` with a secured cluster's certificates, settings and SCRAM users
+        (``--security``); as it is for plaintext. A broker's certificate names its container
+        (its peers' address) and the host address its CLIENT and OBSERVE ports are on."""
+        self._secure(
+            {n.node_id: [n.container, plan.host_ip] for n in plan.nodes},
+            [f"{plan.host_ip}:{n.proxy_port}" for n in plan.nodes],
+            [f"{plan.host_ip}:{n.observe_port}" for n in plan.nodes],
+        )
+        if self.security is None:
+            return plan
+        return dataclasses.replace(
+            plan,
+            security_settings={
+                n.node_id: self.security.broker_settings(
+                    n.node_id, at=dp.SECURITY_DIR, observe=True
+                )
+                for n in plan.nodes
+            },
+            security_dir=str(self.security.root),
+            security_format_args=tuple(self.security.format_args()),
+        )
+
     def _labelled(self, spec: dict[str, Any]) -> dict[str, Any]:
         return {**spec, "labels": {**spec["labels"], **self.extra_labels}}
 
@@ -133,7 +157,7 @@ class DockerCluster(ClusterBase[DockerNode]):
         atexit.register(self.stop)
         image = ensure_runtime_image(self.client)
         self.timings["images"] = time.monotonic() - t0
-        plan = self.plan = self.make_plan(image)
+        plan = self.plan = self._secured(self.make_plan(image))
         if self.use_ryuk:
             self.extra_labels = ryuk_labels(lambda: ensure_reaper_image(self.client))
         store = self._make_store()

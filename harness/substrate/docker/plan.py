@@ -52,6 +52,7 @@ DATA_DIR = "/var/lib/kafka/data"
 PARTITION_CHAIN = "KH-PART"
 
 KAFKA_LIBS = "/opt/kafka/libs"
+SECURITY_DIR = "/etc/kafka-harness/security"
 TOXIPROXY_BIN = "/usr/local/bin/toxiproxy-server"
 #: Logging of Kafka's tools inside the containers (warnings to stderr), per log4j flavour.
 TOOLS_LOG4J2 = "-Dlog4j2.configurationFile=/etc/kafka-harness/tools-log4j2.properties"
@@ -151,6 +152,12 @@ class ClusterPlan:
     #: Host paths bind-mounted read-only: the Kafka jars and toxiproxy's server binary.
     kafka_libs: str = ""
     toxiproxy_bin: str = ""
+    #: A secured cluster's (``--security``): each node's settings over ``settings``, the
+    #: directory of its certificates (mounted read-only at ``SECURITY_DIR``) and the format
+    #: arguments that create its SCRAM users.
+    security_settings: dict[int, dict[str, str]] = field(default_factory=dict)
+    security_dir: str = ""
+    security_format_args: tuple[str, ...] = ()
 
     def node(self, node_id: int) -> NodePlan:
         if not 1 <= node_id <= len(self.nodes):
@@ -272,13 +279,15 @@ def node_properties(plan: ClusterPlan, node_id: int) -> dict[str, str]:
         "log.dirs": DATA_DIR,
     }
     props.update(plan.settings)
+    props.update(plan.security_settings.get(node_id, {}))
     return props
 
 
 def format_args(plan: ClusterPlan) -> str:
     """Extra ``kafka-storage.sh format`` arguments (the transaction.version feature, 4.x)."""
     tv = plan.transaction_version
-    return "" if tv is None else f"--feature transaction.version={tv}"
+    words = [] if tv is None else [f"--feature transaction.version={tv}"]
+    return " ".join([*words, *plan.security_format_args])
 
 
 def broker_environment(plan: ClusterPlan, node_id: int) -> dict[str, str]:
@@ -344,6 +353,11 @@ def broker_container_spec(plan: ClusterPlan, node_id: int) -> dict[str, Any]:
         "volumes": {
             node.volume: {"bind": DATA_DIR, "mode": "rw"},
             plan.kafka_libs: {"bind": KAFKA_LIBS, "mode": "ro"},
+            **(
+                {plan.security_dir: {"bind": SECURITY_DIR, "mode": "ro"}}
+                if plan.security_dir
+                else {}
+            ),
         },
         "ports": {f"{OBSERVE_PORT}/tcp": (plan.host_ip, node.observe_port)},
         # iptables inside the container is how partitions are cut (see PARTITION_CHAIN).

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
+from harness.kafka import brokerpatch
 from harness.kafka.install import ensure_installed
 from harness.substrate.api import ClusterConfig
 from harness.substrate.base import (
@@ -125,7 +126,13 @@ class Cluster(ClusterBase[KafkaNode]):
         toxiproxy.start()
         self.toxiproxy = toxiproxy
         self._make_settings()
+        self._secure(
+            {n.node_id: [n.ip, "127.0.0.1"] for n in self.net.nodes},
+            [f"127.0.0.1:{ports[n.node_id]}" for n in self.net.nodes],
+            [f"{n.ip}:{INTERNAL_PORT}" for n in self.net.nodes],
+        )
         voters = ",".join(f"{n.node_id}@{n.ip}:{9094}" for n in self.net.nodes)
+        patch_opts = brokerpatch.jvm_options(self.install, cfg.broker_patch)
         for net in self.net.nodes:
             node_dir = self.dir / "nodes" / f"n{net.node_id}"
             proxy_port = ports[net.node_id]
@@ -136,7 +143,13 @@ class Cluster(ClusterBase[KafkaNode]):
                 net.node_id, net, self.install, node_dir, ("127.0.0.1", proxy_port), self.env
             )
             node.data_dir = self.data_root / f"n{net.node_id}"
-            node.write_config(voters, self.settings)
+            node.agent_opts = patch_opts
+            if self.security is not None:
+                node_dir.mkdir(parents=True, exist_ok=True)
+                node.use_hosts_file(
+                    {"127.0.0.1": "localhost", **{n.ip: f"n{n.node_id}" for n in self.net.nodes}}
+                )
+            node.write_config(voters, self.node_settings(net.node_id))
             self.nodes.append(node)
         self._format()
         self.timings["format"] = time.monotonic() - t0
@@ -161,11 +174,12 @@ class Cluster(ClusterBase[KafkaNode]):
 
     def _format(self) -> None:
         tv = self.config.transaction_version
+        extra = self.security.format_args() if self.security is not None else []
         procs = [
             (
                 n,
                 subprocess.Popen(
-                    n.format_command(self.cluster_id, tv),
+                    n.format_command(self.cluster_id, tv, extra),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     env=self.env,

@@ -124,6 +124,10 @@ class KafkaNode:
         self.client_advertised = client_advertised
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
+        #: ``-javaagent:`` options of a broker patch (``harness.kafka.brokerpatch``).
+        self.agent_opts: list[str] = []
+        #: Options of a secured cluster (``use_hosts_file``).
+        self.security_opts: list[str] = []
 
     @property
     def internal_address(self) -> str:
@@ -165,8 +169,21 @@ class KafkaNode:
             *args,
         ]
 
-    def format_command(self, cluster_id: str, transaction_version: int | None) -> list[str]:
-        args = ["format", "-t", cluster_id, "-c", str(self.config_path)]
+    def use_hosts_file(self, names: dict[str, str]) -> None:
+        """Resolve names from a file of the node's own, ``names`` (address to name).
+
+        A SASL listener asks the JVM for the name of the address a connection came in on.
+        Inside a namespace the machine's name server is out of reach, so each such lookup
+        waited for the resolver's timeouts: a secured cluster took a minute to pass its
+        readiness transaction. The file answers at once."""
+        path = self.dir / "hosts"
+        path.write_text("".join(f"{a} {n}\n" for a, n in names.items()))
+        self.security_opts = [f"-Djdk.net.hosts.file={path}"]
+
+    def format_command(
+        self, cluster_id: str, transaction_version: int | None, extra: list[str] | None = None
+    ) -> list[str]:
+        args = ["format", "-t", cluster_id, "-c", str(self.config_path), *(extra or [])]
         if transaction_version is not None:
             args += ["--feature", f"transaction.version={transaction_version}"]
         return self._java(
@@ -184,6 +201,8 @@ class KafkaNode:
             str(self.config_path),
             extra_opts=[
                 *JVM_OPTS,
+                *self.agent_opts,
+                *self.security_opts,
                 f"-Dkafka.logs.dir={self.dir}",
                 f"-Dkafka.harness.node={self.node_id}",
             ],

@@ -224,6 +224,38 @@ final class Clients {
                 "retriable", t instanceof RetriableException);
     }
 
+    /**
+     * Java client settings for the contract's {@code security} object (null: plaintext, none):
+     * TLS with PEM files, and for SASL_SSL a SCRAM login whose password is read from its file.
+     */
+    static Map<String, Object> security(Map<String, Object> sec) {
+        Map<String, Object> out = new java.util.LinkedHashMap<>();
+        if (sec == null) {
+            return out;
+        }
+        String protocol = String.valueOf(sec.get("protocol"));
+        out.put("security.protocol", protocol);
+        out.put("ssl.truststore.type", "PEM");
+        out.put("ssl.truststore.location", String.valueOf(sec.get("ca")));
+        if (protocol.equals("SASL_SSL")) {
+            String password;
+            try {
+                password = java.nio.file.Files.readString(
+                        java.nio.file.Path.of(String.valueOf(sec.get("password_file")))).strip();
+            } catch (java.io.IOException e) {
+                throw new IllegalArgumentException("security.password_file: " + e.getMessage());
+            }
+            out.put("sasl.mechanism", String.valueOf(sec.get("mechanism")));
+            out.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule"
+                    + " required username=\"" + sec.get("username") + "\" password=\""
+                    + password + "\";");
+        } else {
+            out.put("ssl.keystore.type", "PEM");
+            out.put("ssl.keystore.location", String.valueOf(sec.get("keystore")));
+        }
+        return out;
+    }
+
     /** Did another producer (or the coordinator) take this producer's transactional id away? */
     static boolean isFenced(Map<String, Object> info) {
         Object code = info.get("code");

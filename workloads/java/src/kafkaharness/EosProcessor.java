@@ -43,7 +43,8 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
  * file ({@link ArmFile}), never SIGUSR2, which belongs to the JVM.
  *
  * <p>Exit status: 0 clean stop, 2 bad configuration, 3 fenced, 4 fatal client error, 5 outcome
- * of a commit unknown, 6 could not rewind after an abort, 7 parent went away, 70 hook exit.
+ * of a commit unknown, 6 could not rewind after an abort, 7 parent went away, 8 refused for
+ * want of an ACL, 70 hook exit.
  */
 public final class EosProcessor {
     static final int EXIT_OK = 0;
@@ -53,6 +54,7 @@ public final class EosProcessor {
     static final int EXIT_UNCERTAIN = 5;
     static final int EXIT_REWIND_FAILED = 6;
     static final int EXIT_ORPHANED = 7;
+    static final int EXIT_NOT_AUTHORIZED = 8;
     static final int EXIT_HOOK = 70;
     static final String[] VARIANTS = {
         "eos", "at-least-once", "offsets-outside-txn", "read-uncommitted", "no-rewind"};
@@ -205,17 +207,19 @@ public final class EosProcessor {
         long maxBlockMs = Math.max(1000, callTimeoutMs / 3);
         // --client-config goes last, over the processor's own settings, to both clients.
         Map<String, Object> userSettings = cfg.objOrNull("client_config");
-        Map<String, Object> producerSettings = Json.obj("linger.ms", 5);
+        // A secured cluster's settings (docs/client-contract.md, security), under the user's.
+        Map<String, Object> shared = Clients.security(cfg.objOrNull("security"));
         if (userSettings != null) {
-            producerSettings.putAll(userSettings);
+            shared.putAll(userSettings);
         }
+        Map<String, Object> producerSettings = Json.obj("linger.ms", 5);
+        producerSettings.putAll(shared);
         producer = Clients.producer(bootstrap, "eos-p" + instance, transactional ? tid : null,
                 cfg.integer("transaction_timeout_ms", 10000), maxBlockMs, producerSettings);
         consumer = Clients.consumer(bootstrap, "eos-c" + instance, cfg.str("group_id"),
                 !variant.equals("read-uncommitted"),
                 cfg.has("group_protocol") ? cfg.str("group_protocol") : "classic",
-                cfg.integer("session_timeout_ms", 10000), txnSize,
-                userSettings == null ? Map.of() : userSettings);
+                cfg.integer("session_timeout_ms", 10000), txnSize, shared);
         calls = new Calls("instance " + instance, callTimeoutMs, producer);
     }
 
@@ -289,6 +293,7 @@ public final class EosProcessor {
                 calls.run("init", producer::initTransactions);
             } catch (ClientError e) {
                 rec.fail("start", value, e.info);
+                refused(e.info);
                 boolean fenced = Clients.isFenced(e.info);
                 throw new Exit(fenced ? EXIT_FENCED : EXIT_FATAL, "init-failed");
             }
@@ -322,12 +327,21 @@ public final class EosProcessor {
         rec.ok("start", ok);
     }
 
+    /** Exit 8, naming the error, when the cluster refused an operation for want of an ACL. */
+    private static void refused(Map<String, Object> info) throws Exit {
+        String code = String.valueOf(info.get("code"));
+        if (code.endsWith("_AUTHORIZATION_FAILED")) {
+            throw new Exit(EXIT_NOT_AUTHORIZED, "not-authorized " + code);
+        }
+    }
+
     private void step() throws Exit {
         ConsumerRecords<byte[], byte[]> records;
         try {
             records = consumer.poll(Duration.ofMillis(commitIntervalMs));
         } catch (KafkaException | IllegalStateException e) {
             Clients.warn("instance " + instance + ": poll error: " + e);
+            refused(Json.obj("code", Clients.code(e), "stage", "poll"));
             Clients.sleepQuietly(100); // back-off, so a failing poll does not spin
             return;
         }
@@ -550,6 +564,7 @@ public final class EosProcessor {
         }
         if (fenced || Clients.flag(info, "fatal")) {
             rec.fail("txn", result, info);
+            refused(info);
             throw new Exit(fenced ? EXIT_FENCED : EXIT_FATAL, fenced ? "fenced" : "fatal");
         }
         if (transactional) {

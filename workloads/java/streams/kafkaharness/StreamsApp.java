@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serdes;
@@ -51,13 +52,15 @@ import org.apache.kafka.streams.state.Stores;
  * checkers judge what the final reads hold.
  *
  * <p>Exit status: 0 clean stop (SIGTERM), 2 bad configuration, 4 the instance failed (ERROR),
- * 7 parent went away.
+ * 7 parent went away, 8 a thread died refused by the cluster's authorizer (the contract's
+ * not-authorized exit, reason {@code not-authorized CODE}).
  */
 public final class StreamsApp {
     static final int EXIT_OK = 0;
     static final int EXIT_BAD_CONFIG = 2;
     static final int EXIT_FAILED = 4;
     static final int EXIT_ORPHANED = 7;
+    static final int EXIT_NOT_AUTHORIZED = 8;
     static final String STORE = "aggregates";
     /** How often the instance records how many inputs it has processed. */
     static final long PROGRESS_NS = 2_000_000_000L;
@@ -77,6 +80,8 @@ public final class StreamsApp {
     private final History rec;
     private final long parent;
     private volatile String stopping;
+    /** The {@code *_AUTHORIZATION_FAILED} error a thread died of, or null. */
+    private volatile String refused;
     private final CountDownLatch ended = new CountDownLatch(1);
     /** Inputs the stateless processor has seen (replays after an abort count again). */
     private final AtomicLong processed = new AtomicLong();
@@ -215,6 +220,7 @@ public final class StreamsApp {
         if (protocol != null && !protocol.equals("classic")) {
             p.put("group.protocol", protocol);
         }
+        p.putAll(Clients.security(cfg.objOrNull("security")));
         Map<String, Object> user = cfg.objOrNull("client_config");
         if (user != null) {
             for (Map.Entry<String, Object> e : user.entrySet()) {
@@ -306,6 +312,14 @@ public final class StreamsApp {
             record("uncaught", Json.obj("code", e.getClass().getSimpleName(),
                     "message", String.valueOf(e.getMessage()),
                     "thread", Thread.currentThread().getName()));
+            // Streams wraps a client's error (StreamsException, TaskMigrated...): look down
+            // the whole chain for the authorizer's refusal.
+            for (Throwable t = e; t != null && refused == null;
+                    t = t.getCause() == t ? null : t.getCause()) {
+                if (t instanceof AuthorizationException) {
+                    refused = Clients.code(t);
+                }
+            }
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.start();
@@ -334,6 +348,10 @@ public final class StreamsApp {
         streams.close(Duration.ofSeconds(20));
         int code = reason.equals("error") ? EXIT_FAILED
                 : reason.equals("orphaned") ? EXIT_ORPHANED : EXIT_OK;
+        if (reason.equals("error") && refused != null) {
+            reason = "not-authorized " + refused;
+            code = EXIT_NOT_AUTHORIZED;
+        }
         synchronized (this) {
             rec.invoke("exit", Json.obj("reason", reason));
             rec.ok("exit", Json.obj("reason", reason, "code", code,

@@ -1,0 +1,234 @@
+"""Secured clusters' parts that need no cluster: the certificates, the brokers' settings, the
+client settings each library gets, the refusals before a run and the line naming a missing
+ACL."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from common.acls import Acl
+from common.errors import HarnessError
+from common.kafkaconf import ENV, command_config, harness_security, java, librdkafka, secured
+from harness.kafka import security
+from harness.run.options import RunOptions
+from harness.run.runner import refusal_line
+from harness.run.workloads import complete
+from workloads.eos.config import EosOptions
+from workloads.processes import NotAuthorized
+
+
+def _material(tmp_path: Path, mode: str) -> security.Material:
+    brokers = {1: ["10.250.0.11", "127.0.0.1"], 2: ["10.250.0.12", "127.0.0.1"]}
+    return security.make_material(mode, tmp_path / "sec", brokers, ["client"])
+
+
+def _cert(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_every_certificate_is_signed_by_the_ca_and_names_what_it_serves(tmp_path: Path) -> None:
+    m = _material(tmp_path, "tls")
+    ca = _cert(m.ca)
+    key = ca.public_key()
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    for name, cn in (("broker-1", "broker"), ("broker-2", "broker"), ("client", "client")):
+        cert = _cert(m.cert(name))
+        cert.verify_directly_issued_by(ca)
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == cn
+    sans = _cert(m.cert("broker-2")).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert set(sans.value.get_values_for_type(x509.IPAddress)) == {
+        ipaddress.ip_address("10.250.0.12"),
+        ipaddress.ip_address("127.0.0.1"),
+    }
+    # Private keys and keystores are the owner's alone; so is the directory.
+    for path in (m.key("client"), m.keystore("broker-1"), m.key("harness")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(m.root.stat().st_mode) == 0o700
+    assert m.passwords == {}  # tls: identities are certificates
+
+
+def test_sasl_ssl_gives_each_identity_a_scram_password_that_no_setting_holds(
+    tmp_path: Path,
+) -> None:
+    m = _material(tmp_path, "sasl_ssl")
+    assert set(m.passwords) == {"harness", "client"}
+    assert len(set(m.passwords.values())) == 2
+    settings = m.broker_settings(1)
+    assert settings["listener.security.protocol.map"] == (
+        "CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL"
+    )
+    assert settings["super.users"] == "User:broker;User:harness"
+    assert settings["allow.everyone.if.no.acl.found"] == "false"
+    assert settings["ssl.keystore.location"].endswith("broker-1.keystore.pem")
+    text = json.dumps(settings)
+    text += json.dumps(m.contract("client")) + json.dumps(m.contract("client", "internal"))
+    for password in m.passwords.values():
+        assert password not in text
+    args = m.format_args()
+    assert args.count("--add-scram") == 2
+    assert f"SCRAM-SHA-512=[name=client,password={m.passwords['client']}]" in args
+
+
+def test_tls_secures_every_listener_with_certificates(tmp_path: Path) -> None:
+    m = _material(tmp_path, "tls")
+    settings = m.broker_settings(2)
+    assert settings["listener.security.protocol.map"] == "CLIENT:SSL,INTERNAL:SSL,CONTROLLER:SSL"
+    assert settings["ssl.client.auth"] == "required"
+    assert m.format_args() == []
+
+
+def test_each_library_gets_the_contract_object_in_its_own_terms(tmp_path: Path) -> None:
+    m = _material(tmp_path, "sasl_ssl")
+    scram = m.contract("client")
+    rdk = librdkafka(scram)
+    assert rdk["security.protocol"] == "SASL_SSL"
+    assert rdk["sasl.password"] == m.passwords["client"]
+    assert rdk["ssl.ca.location"] == str(m.ca)
+    jv = java(scram)
+    assert f'password="{m.passwords["client"]}"' in jv["sasl.jaas.config"]
+    assert jv["ssl.truststore.type"] == "PEM"
+    tls = m.contract("client", "internal")
+    assert librdkafka(tls)["ssl.certificate.location"] == str(m.cert("client"))
+    assert java(tls)["ssl.keystore.location"] == str(m.keystore("client"))
+    assert librdkafka(None) == {} and java(None) == {}
+
+
+def test_the_harness_secures_its_own_clients_only_on_the_secured_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = _material(tmp_path, "sasl_ssl")
+    client, internal = ["127.0.0.1:21001", "127.0.0.1:21002"], ["10.250.0.11:9093"]
+    monkeypatch.setenv(ENV, str(m.write_harness_settings(client, internal)))
+    assert secured({"bootstrap.servers": ",".join(client)})["sasl.username"] == "harness"
+    internal_conf = secured({"bootstrap.servers": internal[0]})
+    assert internal_conf["security.protocol"] == "SSL"
+    assert "sasl.username" not in internal_conf
+    # A plaintext cluster beside it (a test worker's) is left as it is.
+    assert secured({"bootstrap.servers": "127.0.0.1:21041"}) == {
+        "bootstrap.servers": "127.0.0.1:21041"
+    }
+    assert harness_security("10.250.7.11:9093") is None
+    tool = command_config(internal[0])
+    assert tool is not None
+    assert "ssl.keystore.location=" in Path(tool).read_text()
+    assert stat.S_IMODE(Path(tool).stat().st_mode) == 0o600
+    monkeypatch.delenv(ENV)
+    assert secured({"bootstrap.servers": client[0]}) == {"bootstrap.servers": client[0]}
+
+
+def test_a_secured_run_is_refused_where_nothing_takes_its_settings() -> None:
+    with pytest.raises(HarnessError, match="runs the eos workload, not queue"):
+        complete(RunOptions(workload="queue", security="tls"))
+    with pytest.raises(HarnessError, match="client franz-go takes no security settings"):
+        complete(RunOptions(workload_options=EosOptions(client="franz-go"), security="sasl_ssl"))
+    with pytest.raises(HarnessError, match="--withhold-acl needs --security"):
+        complete(RunOptions(withhold_acl="group"))
+    with pytest.raises(HarnessError, match=r"hold no ACL on one \(they hold: group, topic, tran"):
+        complete(RunOptions(security="tls", withhold_acl="cluster"))
+    with pytest.raises(HarnessError, match="unknown --security"):
+        security.check_mode("ssl")
+
+
+def test_a_refused_client_is_one_line_naming_the_acl_it_lacked() -> None:
+    options = complete(RunOptions(security="sasl_ssl", withhold_acl="transactional_id"))
+    line = refusal_line(NotAuthorized(4, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), options)
+    assert line == (
+        "process 4 was refused by the cluster (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): "
+        'User:client lacks Write on transactional ids prefixed "eos" '
+        "(withheld by --withhold-acl transactional_id)"
+    )
+    topic = refusal_line(NotAuthorized(1, "TOPIC_AUTHORIZATION_FAILED"), options)
+    assert 'Read on topics named "eos-input" and Write on topics named "eos-output"' in topic
+    assert "the harness granted it" in topic
+    assert "\n" not in topic
+
+
+def test_an_acl_reads_as_a_person_would_say_it() -> None:
+    assert Acl("group", "g", "read").text() == 'Read on groups named "g"'
+    assert Acl("transactional_id", "t", "write", prefixed=True).text() == (
+        'Write on transactional ids prefixed "t"'
+    )
+
+
+def test_a_docker_plan_mounts_the_certificates_and_secures_the_observe_listener(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    from harness.substrate.docker import plan as dp
+
+    m = _material(tmp_path, "sasl_ssl")
+    plan = dp.plan_cluster("20260101T000000-abcdef12", "o", "CID", "4.4.0", [30000, 30001,
+                           30002, 30003, 30004], {}, transaction_version=2)  # fmt: skip
+    plan = dataclasses.replace(
+        plan,
+        security_settings={
+            n.node_id: m.broker_settings(n.node_id, at=dp.SECURITY_DIR, observe=True)
+            for n in plan.nodes
+        },
+        security_dir=str(m.root),
+        security_format_args=tuple(m.format_args()),
+    )
+    props = dp.node_properties(plan, 2)
+    assert props["listener.security.protocol.map"].endswith(",OBSERVE:SSL")
+    assert props["ssl.keystore.location"] == f"{dp.SECURITY_DIR}/broker-2.keystore.pem"
+    assert props["ssl.truststore.location"] == f"{dp.SECURITY_DIR}/ca.pem"
+    spec = dp.broker_container_spec(plan, 2)
+    assert spec["volumes"][str(m.root)] == {"bind": dp.SECURITY_DIR, "mode": "ro"}
+    words = dp.format_args(plan).split()
+    assert words[:2] == ["--feature", "transaction.version=2"]
+    assert words.count("--add-scram") == 2
+    for password in m.passwords.values():
+        assert password not in dp.render_properties(props)
+
+
+class _Cluster:
+    """Just enough of a cluster for ``abilities_of``: the credentials ability's verbs."""
+
+    def __init__(self, secured: bool) -> None:
+        self.secured = secured
+
+    def withdraw_client_acls(self, resource: str) -> list[str]:
+        return []
+
+    def restore_client_acls(self, resource: str) -> list[str]:
+        return []
+
+    def rotate_client_credentials(self) -> str:
+        return ""
+
+
+def test_the_credential_faults_run_only_on_a_secured_cluster() -> None:
+    from nemeses.control import abilities_of
+    from nemeses.kinds import skipped_by_all
+
+    assert "credentials" in abilities_of(_Cluster(True))
+    plain = abilities_of(_Cluster(False))
+    assert "credentials" not in plain
+    skipped = skipped_by_all(abilities=frozenset(plain))
+    assert set(skipped) >= {"acl-revoke", "credential-rotate"}
+    assert "credentials" in skipped["acl-revoke"]
+
+
+def test_a_rotation_replaces_the_password_file_and_the_certificate(tmp_path: Path) -> None:
+    sasl = _material(tmp_path / "a", "sasl_ssl")
+    old = sasl.passwords["client"]
+    new = security.new_password()
+    sasl.write_password("client", new)
+    assert new != old and sasl.passwords["client"] == new
+    assert (sasl.root / "client.password").read_text() == new
+    tls = _material(tmp_path / "b", "tls")
+    before = _cert(tls.cert("client"))
+    tls.reissue("client")
+    after = _cert(tls.cert("client"))
+    assert after.serial_number != before.serial_number
+    after.verify_directly_issued_by(_cert(tls.ca))
+    assert after.public_key() != before.public_key()
