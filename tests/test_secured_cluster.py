@@ -1,7 +1,8 @@
 """A secured cluster's own life (``--security sasl_ssl``): its authorizer keeps out a client
 without credentials and one without ACLs, the eos workload under faults is exactly-once on
-it with the Python and the Java processors, and a processor without its transactional-id ACL
-stops the run with one line, its history kept. One cluster for the module: it is the thing
+it with the Python and the Java processors, so are the Streams application and Connect's
+workers, and a processor without its transactional-id ACL stops the run with one line, its
+history kept. One cluster for the module: it is the thing
 under test, so it cannot be the worker's plaintext one."""
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from harness.run.options import RunOptions
 from harness.run.runner import execute, run_on_shared
 from harness.substrate.api import READY_TOPIC, ClusterConfig
 from harness.substrate.process.cluster import Cluster
+from workloads.connect.config import ConnectOptions
 from workloads.eos.config import EosOptions
+from workloads.streams.config import StreamsOptions
 
 pytestmark = pytest.mark.cluster
 
@@ -98,13 +101,53 @@ def test_eos_under_faults_is_exactly_once_on_sasl_ssl(
         assert any(r.startswith("not-authorized ") for r in reasons), reasons
     assert result.summary["missing"] == 0 and result.summary["complete_read"]
     assert result.summary["seeded"] > 0
-    # No secret of the cluster's lands in what the run keeps.
-    assert sasl_cluster.security is not None
-    kept = "".join(
-        p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file()
-    )
-    for password in sasl_cluster.security.passwords.values():
+    _kept_no_secret(sasl_cluster, tmp_path / "run")
+
+
+def _kept_no_secret(cluster: Cluster, run_dir: Path) -> None:
+    """No password of the cluster's lands in what the run keeps."""
+    assert cluster.security is not None
+    kept = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    for password in cluster.security.passwords.values():
         assert password not in kept
+
+
+@pytest.mark.parametrize(
+    ("workload", "nemesis", "seconds"), [("streams", "acl-revoke", 16), ("connect", "", 15)]
+)
+def test_streams_and_connect_are_exactly_once_on_sasl_ssl(
+    sasl_cluster: Cluster, tmp_path: Path, workload: str, nemesis: str, seconds: int
+) -> None:
+    """Both take the contract's security object (Streams in its instance configuration,
+    Connect's workers and connectors by reference in their properties files) and need only
+    the ACLs their specs declare; a Streams thread refused by a revoked ACL exits 8 and its
+    slot goes on."""
+    tag = f"sec-{workload}-{uuid.uuid4().hex[:6]}"
+    raw = {"name_suffix": f"-{tag}", "seed": 5}
+    wopts = (
+        StreamsOptions.from_dict({**raw, "values": 1500})
+        if workload == "streams"
+        else ConnectOptions.from_dict({**raw, "reconfigure": False})
+    )
+    options = RunOptions(
+        workload=workload, workload_options=wopts, security="sasl_ssl", seed=5,
+        time_limit=seconds, nemesis=nemesis or "none", nemesis_interval=4, nemesis_duration=5,
+    )  # fmt: skip
+    result = run_on_shared(sasl_cluster, options, tmp_path / "run")
+    assert (result.verdict or {}).get("valid") is True, result.verdict
+    ops = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").open()]
+    if nemesis:
+        exits = [
+            json.loads(line)["value"].get("reason", "")
+            for path in (tmp_path / "run" / "processes").glob("*.jsonl")
+            for line in path.read_text().splitlines()[1:]
+            if '"f":"exit"' in line.replace(" ", "") and '"type":"ok"' in line.replace(" ", "")
+        ]
+        assert any(r.startswith("not-authorized ") for r in exits), exits
+    else:
+        assert not [op for op in ops if op.get("process") == "nemesis"]
+    assert result.summary["missing"] == 0, result.summary
+    _kept_no_secret(sasl_cluster, tmp_path / "run")
 
 
 def test_a_processor_without_its_transactional_id_acl_stops_the_run_with_one_line(

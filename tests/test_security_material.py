@@ -21,8 +21,11 @@ from harness.kafka import security
 from harness.run.options import RunOptions
 from harness.run.runner import refusal_line
 from harness.run.workloads import complete
+from harness.run.workloads import get as get_workload
+from workloads.connect.config import ConnectOptions
 from workloads.eos.config import EosOptions
 from workloads.processes import NotAuthorized
+from workloads.streams.config import StreamsOptions
 
 
 def _material(tmp_path: Path, mode: str) -> security.Material:
@@ -101,6 +104,34 @@ def test_each_library_gets_the_contract_object_in_its_own_terms(tmp_path: Path) 
     assert librdkafka(None) == {} and java(None) == {}
 
 
+def test_connect_and_streams_get_the_object_and_declare_their_acls(tmp_path: Path) -> None:
+    m = _material(tmp_path, "sasl_ssl")
+    scram = m.contract("client")
+    connect = ConnectOptions()
+    props = connect.worker_properties("127.0.0.1:1", 8083, scram)
+    # The worker's own clients and its connectors' each get the settings; the password only
+    # by reference to its file, which Kafka's directory provider reads in the worker.
+    folder, name = Path(scram["password_file"]).parent, Path(scram["password_file"]).name
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        assert props[f"{prefix}security.protocol"] == "SASL_SSL"
+        assert f'password="${{dir:{folder}:{name}}}"' in props[f"{prefix}sasl.jaas.config"]
+    assert props["config.providers.dir.class"].endswith("DirectoryConfigProvider")
+    assert m.passwords["client"] not in json.dumps(props)
+    assert "security.protocol" not in connect.worker_properties("127.0.0.1:1", 8083)
+    streams = StreamsOptions()
+    cfg = streams.instance_config(0, 0, "127.0.0.1:1", "h.jsonl", "state")
+    assert cfg.security is None
+    cfg.security = scram
+    assert json.loads(cfg.to_json())["security"]["password_file"] == scram["password_file"]
+    # KIP-618's transactional ids (the leader's and the tasks'), Streams' internal topics.
+    connect_acls = {a.text() for a in get_workload("connect").spec.acls(connect)}
+    assert 'Write on transactional ids named "connect-cluster-connect"' in connect_acls
+    assert 'Write on transactional ids prefixed "connect-seq-"' in connect_acls
+    streams_acls = {a.text() for a in get_workload("streams").spec.acls(streams)}
+    assert f'All on topics prefixed "{streams.group_id}"' in streams_acls
+    assert f'Write on transactional ids prefixed "{streams.group_id}"' in streams_acls
+
+
 def test_the_harness_secures_its_own_clients_only_on_the_secured_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,7 +156,7 @@ def test_the_harness_secures_its_own_clients_only_on_the_secured_cluster(
 
 
 def test_a_secured_run_is_refused_where_nothing_takes_its_settings() -> None:
-    with pytest.raises(HarnessError, match="runs the eos workload, not queue"):
+    with pytest.raises(HarnessError, match="eos, connect and streams workloads, not queue"):
         complete(RunOptions(workload="queue", security="tls"))
     with pytest.raises(HarnessError, match="client franz-go takes no security settings"):
         complete(RunOptions(workload_options=EosOptions(client="franz-go"), security="sasl_ssl"))

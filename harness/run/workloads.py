@@ -103,9 +103,8 @@ def security_problem(mode: str, workload: str, wopts: WorkloadOptions) -> str | 
     if mode == "plaintext":
         return None
     if workload not in SECURED_WORKLOADS:
-        return (
-            f"--security {mode}: runs the {', '.join(SECURED_WORKLOADS)} workload, not {workload}"
-        )
+        *rest, last = SECURED_WORKLOADS
+        return f"--security {mode}: runs the {', '.join(rest)} and {last} workloads, not {workload}"
     client = getattr(wopts, "client", None)
     if client is not None and not client_registry.get(client).abilities.security:
         secured = [n for n, m in client_registry.manifests().items() if m.abilities.security]
