@@ -21,7 +21,7 @@ from common.errors import HarnessError
 from harness.nightly.cells import judge_cell, outcome_of, recovery_seconds, verdict_of
 from harness.nightly.matrix import choose_versions, latest_lines, load_seen, update_seen
 from harness.nightly.output import junit_xml, write_outputs
-from harness.nightly.scenarios import SCENARIOS, expand, resolve_scenarios
+from harness.nightly.scenarios import SCENARIOS, expand, resolve_scenarios, security_gap
 from harness.nightly.trends_data import new_safety_anomalies, seen_safety_types
 
 AVAILABLE = ["4.10.0", "4.9.0", "4.3.1", "4.3.0", "4.0.0", "3.9.2", "3.9.1"]
@@ -91,6 +91,25 @@ def test_time_limit_override_and_scenario_lists() -> None:
     assert len(cells) == 4
     with pytest.raises(HarnessError, match="unknown scenario"):
         resolve_scenarios("smoke,nope")
+
+
+def test_a_secured_matrix_runs_what_can_run_secured_in_columns_of_its_own() -> None:
+    scenarios = resolve_scenarios("clients,streams")
+    cells = expand(["4.4.0"], scenarios, security="sasl_ssl")
+    names = {c.scenario.name for c in cells}
+    # The Streams application takes the security object; franz-go and the JavaScript
+    # clients do not, nor does the queue workload.
+    assert "streams-all" in names and "eos-python-zombie" in names
+    assert not any("franz" in n or "kafkajs" in n or n.startswith("queue") for n in names)
+    assert security_gap(SCENARIOS["queue-kill-processor"], "tls") is not None
+    assert security_gap(SCENARIOS["queue-kill-processor"], "plaintext") is None
+    cell = next(c for c in cells if c.scenario.name == "streams-all")
+    assert cell.scenario_id == "streams-all/tv0/sasl_ssl"
+    assert cell.cell_id == "4.4.0-streams-all-tv0-sasl_ssl"
+    args = cell.run_args(7)
+    assert args[args.index("--security") + 1] == "sasl_ssl"
+    plain = expand(["4.4.0"], scenarios)
+    assert "--security" not in plain[0].run_args(7) and "/" not in plain[0].cell_id
 
 
 # --- versions ----------------------------------------------------------------------------
@@ -334,7 +353,13 @@ def test_new_safety_anomaly_only_when_unseen_for_version_and_scenario(tmp_path: 
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    for argv in (["--scenarios", "nope"], ["--versions", "9.9.9"], ["--versions", "x.y"]):
+    bad = (
+        ["--scenarios", "nope"],
+        ["--versions", "9.9.9"],
+        ["--versions", "x.y"],
+        ["--versions", "4.4.0", "--scenarios", "share", "--security", "tls"],
+    )
+    for argv in bad:
         proc = subprocess.run(
             [sys.executable, "-m", "harness", "matrix", "--store", str(tmp_path), *argv],
             capture_output=True,

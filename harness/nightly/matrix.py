@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import HarnessError
+from harness.kafka.security import MODES
 from harness.kafka.versions import KafkaVersion, nearest_versions, released_versions, sort_versions
 from harness.nightly.cells import base_record, run_cell
 from harness.nightly.output import write_json_atomic, write_outputs
-from harness.nightly.scenarios import SCENARIO_SETS, Cell, expand, resolve_scenarios
+from harness.nightly.scenarios import SCENARIO_SETS, Cell, expand, resolve_scenarios, security_gap
 from harness.nightly.trends_data import matrix_root, new_safety_anomalies, seen_safety_types
 from harness.storefiles import new_unique_dir
 from workloads import client_registry
@@ -63,6 +64,13 @@ def add_matrix_arguments(p: argparse.ArgumentParser) -> None:
         help=f"a set ({', '.join(SCENARIO_SETS)}) or a comma list of scenario names",
     )
     p.add_argument("--store", default="store", metavar="DIR")
+    p.add_argument(
+        "--security",
+        choices=MODES,
+        default="plaintext",
+        help="every cell's (docs/substrate.md, secured clusters); a secured matrix runs the "
+        "scenarios whose workload and client take it and says which it left out",
+    )
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="every cell's")
     p.add_argument("--seed", type=int, default=None, help="passed to every cell (default random)")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write junit.xml here")
@@ -216,7 +224,12 @@ def matrix_command(args: argparse.Namespace) -> int:
     if not versions:
         print("matrix: no new Kafka version since the last matrix run; nothing to do")
         return 0
-    cells = expand(versions, scenarios, args.time_limit)
+    cells = expand(versions, scenarios, args.time_limit, args.security)
+    left_out = sorted(s.name for s in scenarios if security_gap(s, args.security) is not None)
+    if left_out:
+        print(f"matrix: --security {args.security} leaves out {', '.join(left_out)}")
+    if not cells:
+        raise HarnessError(f"--security {args.security}: no scenario of the set can run secured")
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     out_dir = new_matrix_dir(store)
     earlier = seen_safety_types(store, exclude=out_dir)
@@ -231,6 +244,7 @@ def matrix_command(args: argparse.Namespace) -> int:
         "scenario_spec": args.scenarios,
         "seed": seed,
         "time_limit": args.time_limit,
+        "security": args.security,
         "host": platform.node(),
         "argv": sys.argv,
         "complete": False,

@@ -15,6 +15,7 @@ names the transaction versions it wants; on a Kafka line that cannot format them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from common.errors import HarnessError
@@ -109,24 +110,35 @@ class Cell:
     #: None when the version has no choice (3.x): the run passes no ``--transaction-version``.
     transaction_version: int | None
     time_limit: float
+    #: The run's ``--security`` (a secured cell is a column of its own).
+    security: str = "plaintext"
 
     @property
     def tv_label(self) -> int:
         return self.transaction_version or 0
 
     @property
+    def _secured(self) -> str:
+        return "" if self.security == "plaintext" else f"/{self.security}"
+
+    @property
     def scenario_id(self) -> str:
-        """The matrix column: the scenario name plus the transaction version it ran with."""
-        return f"{self.scenario.name}/tv{self.tv_label}"
+        """The matrix column: the scenario name plus the transaction version it ran with (and
+        the security mode, when secured)."""
+        return f"{self.scenario.name}/tv{self.tv_label}{self._secured}"
 
     @property
     def cell_id(self) -> str:
         """A file-system-safe unique name, used for the cell's store directory."""
-        return f"{self.version}-{self.scenario.name}-tv{self.tv_label}"
+        return f"{self.version}-{self.scenario.name}-tv{self.tv_label}" + self._secured.replace(
+            "/", "-"
+        )
 
     def run_args(self, seed: int | None) -> list[str]:
         args = [*self.scenario.run_args(), "--kafka-version", self.version]
         args += ["--time-limit", f"{self.time_limit:g}"]
+        if self.security != "plaintext":
+            args += ["--security", self.security]
         if self.transaction_version is not None:
             args += ["--transaction-version", str(self.transaction_version)]
         if seed is not None:
@@ -475,15 +487,28 @@ def transaction_versions(version: str, scenario: Scenario) -> list[int | None]:
     return list(usable) or [None]
 
 
+def security_gap(scenario: Scenario, mode: str) -> str | None:
+    """Why ``scenario`` cannot run on a cluster secured as ``mode`` says (None: it can): its
+    workload or client takes no ``security`` object."""
+    from harness.run.workloads import security_problem
+
+    client = scenario.client if scenario.workload == "eos" else None
+    return security_problem(mode, scenario.workload, SimpleNamespace(client=client))  # type: ignore[arg-type]
+
+
 def expand(
-    versions: list[str], scenarios: list[Scenario], time_limit: float | None = None
+    versions: list[str],
+    scenarios: list[Scenario],
+    time_limit: float | None = None,
+    security: str = "plaintext",
 ) -> list[Cell]:
-    """Every cell, version-major (so one Kafka installation is used at a time)."""
+    """Every cell, version-major (so one Kafka installation is used at a time); on a secured
+    matrix, only the scenarios that can run secured (:func:`security_gap`)."""
     cells = []
     for v in versions:
         for s in scenarios:
-            if not s.runs_on(v):
+            if not s.runs_on(v) or security_gap(s, security) is not None:
                 continue
             tl = time_limit if time_limit is not None else s.time_limit
-            cells += [Cell(v, s, tv, tl) for tv in transaction_versions(v, s)]
+            cells += [Cell(v, s, tv, tl, security) for tv in transaction_versions(v, s)]
     return cells
