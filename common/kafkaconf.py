@@ -16,6 +16,11 @@ from functools import lru_cache
 from typing import Any
 
 ENV = "KAFKA_HARNESS_SECURITY"
+#: How long a client's SASL session lasts on a ``sasl_ssl`` cluster's clients' listener
+#: (``connections.max.reauth.ms``, KIP-368): the clients re-authenticate on live connections
+#: this often, and a broker closes a connection whose session ran out. Short, so that every
+#: run exercises re-authentication, and the ``reauth-pause`` fault outlasts it.
+REAUTH_MS = 8000
 
 
 def _password(security: dict[str, str]) -> str:

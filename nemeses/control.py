@@ -141,6 +141,16 @@ class Credentials(Protocol):
         ...
 
 
+@runtime_checkable
+class Reauthentication(Protocol):
+    """A cluster whose clients' SASL sessions run out (KIP-368's ``connections.max.reauth.ms``),
+    so they re-authenticate on live connections. A cluster has it only while ``reauth_ms``
+    is set (``sasl_ssl``)."""
+
+    @property
+    def reauth_ms(self) -> int | None: ...
+
+
 #: The abilities a fault kind may need (``nemeses.kinds.FaultKind.needs``), by name.
 ABILITIES: dict[str, type] = {
     "network": NetworkFaults,
@@ -149,6 +159,12 @@ ABILITIES: dict[str, type] = {
     "client-cuts": ClientCuts,
     "topics": Topics,
     "credentials": Credentials,
+    "reauth": Reauthentication,
+}
+#: What a cluster of an ability's type must also be, now, to have it.
+_ONLY_WHILE: dict[type, Any] = {
+    Credentials: lambda c: c.secured,
+    Reauthentication: lambda c: c.reauth_ms is not None,
 }
 
 
@@ -160,12 +176,20 @@ def abilities_of(cluster: object) -> frozenset[str]:
     return frozenset(
         name
         for name, ability in ABILITIES.items()
-        if isinstance(cluster, ability) and (ability is not Credentials or cluster.secured)  # type: ignore[attr-defined]
+        if isinstance(cluster, ability) and _ONLY_WHILE.get(ability, lambda c: True)(cluster)
     )
 
 
 class ClusterControl(
-    Lookups, NetworkFaults, Signals, Toxics, ClientCuts, Topics, Credentials, Protocol
+    Lookups,
+    NetworkFaults,
+    Signals,
+    Toxics,
+    ClientCuts,
+    Topics,
+    Credentials,
+    Reauthentication,
+    Protocol,
 ):
     """Every ability together, and undoing every fault at once: what both of the harness's
     backends offer (``harness.substrate.api.Cluster`` extends it)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from common.kafkaconf import REAUTH_MS
 from history.schema import CUTS_CLIENT, FAULT_TRAITS, STOPS_CLIENT
 from nemeses.control import ABILITIES
 from nemeses.faults import (
@@ -47,6 +48,9 @@ class FaultKind:
     #: The share of its events whose duration exceeds the session timeout as a zombie's
     #: does (the others last as long as any fault); ``zombie=True`` is all of them.
     zombie_share: float = 0.0
+    #: A floor on its length, in seconds (each drawn 0-3 s above it, or the asked-for
+    #: duration when that is longer): ``reauth-pause`` must outlast the clients' sessions.
+    min_duration_s: float = 0.0
     needs_hooks: bool = False  # processors must be able to act at a protocol moment
     stream: bool = False  # a steady stream beside the other faults (see schedule.generate)
     #: Aimed at a known Kafka bug: ``all`` leaves it out (a correct client would be judged
@@ -286,6 +290,17 @@ KINDS: dict[str, FaultKind] = {
             instant=True,
             description="a secured cluster's client password (sasl_ssl) or key and "
             "certificate (tls) replaced under load; successors use the new one",
+        ),
+        FaultKind(
+            "reauth-pause",
+            brokers.broker_params,
+            credentials.reauth_pause_start,
+            brokers.pause_stop,
+            needs=("signals", "reauth"),
+            min_duration_s=REAUTH_MS / 1000 + 2.0,
+            description="on sasl_ssl, SIGSTOP a broker for longer than the clients' SASL "
+            "sessions last (connections.max.reauth.ms), SIGCONT at the end: it then closes "
+            "every connection that does not re-authenticate first (KIP-368)",
         ),
         FaultKind(
             "hijack",

@@ -104,6 +104,8 @@ def generate(
             # duration that is longer lengthens it (the successor's takeover then has room
             # on a loaded machine), without a draw of its own so seeds keep their schedules.
             dur = round(max(session_timeout_s + 5.0 + rng.uniform(0, 3), duration), 1)
+        elif kind.min_duration_s:
+            dur = round(max(kind.min_duration_s + rng.uniform(0, 3), duration), 1)
         elif duration_range is not None:
             dur = round(rng.uniform(*duration_range), 1)
         else:

@@ -16,7 +16,15 @@ from cryptography.x509.oid import NameOID
 
 from common.acls import Acl
 from common.errors import HarnessError
-from common.kafkaconf import ENV, command_config, harness_security, java, librdkafka, secured
+from common.kafkaconf import (
+    ENV,
+    REAUTH_MS,
+    command_config,
+    harness_security,
+    java,
+    librdkafka,
+    secured,
+)
 from harness.kafka import security
 from harness.run.options import RunOptions
 from harness.run.runner import refusal_line
@@ -224,8 +232,9 @@ def test_a_docker_plan_mounts_the_certificates_and_secures_the_observe_listener(
 class _Cluster:
     """Just enough of a cluster for ``abilities_of``: the credentials ability's verbs."""
 
-    def __init__(self, secured: bool) -> None:
+    def __init__(self, secured: bool, reauth_ms: int | None = None) -> None:
         self.secured = secured
+        self.reauth_ms = reauth_ms
 
     def withdraw_client_acls(self, resource: str) -> list[str]:
         return []
@@ -247,6 +256,25 @@ def test_the_credential_faults_run_only_on_a_secured_cluster() -> None:
     skipped = skipped_by_all(abilities=frozenset(plain))
     assert set(skipped) >= {"acl-revoke", "credential-rotate"}
     assert "credentials" in skipped["acl-revoke"]
+    # Re-authentication is SASL's: a tls cluster has the credentials, not the sessions.
+    assert "reauth" not in abilities_of(_Cluster(True)) and "reauth" not in plain
+    assert "reauth" in abilities_of(_Cluster(True, REAUTH_MS))
+    assert "reauth-pause" in skipped_by_all(abilities=abilities_of(_Cluster(True)))
+
+
+def test_a_reauth_pause_outlasts_the_clients_sessions_the_brokers_are_given(
+    tmp_path: Path,
+) -> None:
+    from nemeses.schedule import generate
+
+    key = "listener.name.client.scram-sha-512.connections.max.reauth.ms"
+    assert _material(tmp_path / "s", "sasl_ssl").broker_settings(1)[key] == str(REAUTH_MS)
+    assert key not in _material(tmp_path / "t", "tls").broker_settings(1)
+    sched = generate(["reauth-pause"], seed=7, time_limit=120.0, interval=5.0, duration=2.0)
+    lengths = [e.duration for e in sched.events]
+    assert lengths and all(REAUTH_MS / 1000 + 2 <= d <= REAUTH_MS / 1000 + 5 for d in lengths)
+    longer = generate(["reauth-pause"], seed=7, time_limit=120.0, interval=5.0, duration=30.0)
+    assert {e.duration for e in longer.events} == {30.0}
 
 
 def test_a_rotation_replaces_the_password_file_and_the_certificate(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from common.errors import HarnessError
-from common.kafkaconf import ENV
+from common.kafkaconf import ENV, REAUTH_MS
 
 MODES = ("plaintext", "tls", "sasl_ssl")
 MECHANISM = "SCRAM-SHA-512"
@@ -159,6 +159,7 @@ class Material:
                     "listener.name.client.scram-sha-512.sasl.jaas.config": (
                         "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                     ),
+                    "listener.name.client.scram-sha-512.connections.max.reauth.ms": str(REAUTH_MS),
                 }
             )
         return out

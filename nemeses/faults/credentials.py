@@ -1,13 +1,18 @@
 """Faults of a secured cluster (``--security``): the clients' ACLs on one kind of resource
 withdrawn for the fault's length and given back, their credentials replaced under load. A
 correct client fails cleanly (refused, it exits and a successor takes its slot once the ACLs
-are back) and exactly-once holds across the change."""
+are back) and exactly-once holds across the change. On ``sasl_ssl``, a broker paused for
+longer than the clients' SASL sessions last: every session on it runs out while it is
+stopped, so when it runs again it closes each connection whose next request is not a
+re-authentication (KIP-368), requests in flight and all, and the clients reconnect in the
+middle of their transactions."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+from nemeses.faults import brokers
 from nemeses.targets import FaultContext
 
 #: The kinds of resource whose ACLs ``acl-revoke`` withdraws (the eos workload holds all).
@@ -30,3 +35,10 @@ def acl_revoke_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any
 
 def credential_rotate_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
     return {"rotated": ctx.cluster.rotate_client_credentials()}
+
+
+def reauth_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    reauth_ms = ctx.cluster.reauth_ms
+    details = brokers.pause_start(ctx, params)
+    why = f"{details['why']}, for longer than the clients' {reauth_ms} ms SASL sessions"
+    return {**details, "reauth_ms": reauth_ms, "why": why}

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from common.errors import HarnessError
+from common.kafkaconf import REAUTH_MS
 from common.waits import wait_for
 from harness.kafka.security import CLIENT_IDENTITIES, MECHANISM, new_password
 
@@ -74,6 +75,12 @@ class ClientCredentials:
     def secured(self) -> bool:
         """Whether the cluster runs an authorizer with credentials (``--security``)."""
         return self.config.security != "plaintext"
+
+    @property
+    def reauth_ms(self) -> int | None:
+        """How long the clients' SASL sessions last before they must re-authenticate
+        (``sasl_ssl``: :data:`common.kafkaconf.REAUTH_MS`); None without SASL."""
+        return REAUTH_MS if self.config.security == "sasl_ssl" else None
 
     def refusals_expected(self) -> bool:
         """Whether a client refused for want of an ACL now is a fault's doing."""
