@@ -289,7 +289,8 @@ KINDS: dict[str, FaultKind] = {
             needs=("credentials",),
             instant=True,
             description="a secured cluster's client password (sasl_ssl) or key and "
-            "certificate (tls) replaced under load; successors use the new one",
+            "certificate (tls) replaced under load, then the processors restarted in turn "
+            "to read it; one refused at its re-authentication before its turn exits 8",
         ),
         FaultKind(
             "reauth-pause",

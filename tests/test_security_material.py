@@ -166,8 +166,8 @@ def test_the_harness_secures_its_own_clients_only_on_the_secured_cluster(
 def test_a_secured_run_is_refused_where_nothing_takes_its_settings() -> None:
     with pytest.raises(HarnessError, match="eos, connect and streams workloads, not queue"):
         complete(RunOptions(workload="queue", security="tls"))
-    with pytest.raises(HarnessError, match="client franz-go takes no security settings"):
-        complete(RunOptions(workload_options=EosOptions(client="franz-go"), security="sasl_ssl"))
+    with pytest.raises(HarnessError, match="client copier takes no security settings"):
+        complete(RunOptions(workload_options=EosOptions(client="copier"), security="sasl_ssl"))
     with pytest.raises(HarnessError, match="--withhold-acl needs --security"):
         complete(RunOptions(withhold_acl="group"))
     with pytest.raises(HarnessError, match=r"hold no ACL on one \(they hold: group, topic, tran"):

@@ -84,9 +84,16 @@ def is_fenced(info: dict[str, Any]) -> bool:
     }
 
 
-def refused_by_acl(info: dict[str, Any]) -> bool:
-    """Did the cluster refuse the operation for want of an ACL (``*_AUTHORIZATION_FAILED``)?"""
-    return str(info.get("code", "")).endswith("_AUTHORIZATION_FAILED")
+#: The errors of a login the cluster refused: Kafka's, and librdkafka's own for it.
+AUTHENTICATION_FAILED = ("SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION")
+
+
+def refused_by_cluster(info: dict[str, Any]) -> bool:
+    """Did the cluster refuse the client: an operation for want of an ACL
+    (``*_AUTHORIZATION_FAILED``), or its login (a rotated password, found out at the next
+    re-authentication)? A successor started later may fare better; retrying here never."""
+    code = str(info.get("code", ""))
+    return code.endswith("_AUTHORIZATION_FAILED") or code in AUTHENTICATION_FAILED
 
 
 def warn(text: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from nemeses.faults import brokers
+from nemeses.faults import brokers, clients
 from nemeses.targets import FaultContext
 
 #: The kinds of resource whose ACLs ``acl-revoke`` withdraws (the eos workload holds all).
@@ -34,7 +34,16 @@ def acl_revoke_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any
 
 
 def credential_rotate_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
-    return {"rotated": ctx.cluster.rotate_client_credentials()}
+    """An operator's rotation: the new password (or key and certificate) in the cluster and
+    in the clients' files, then every client process restarted in turn to read it (a clean
+    rolling restart). On ``sasl_ssl`` a client not restarted yet finds its login refused at
+    its next re-authentication: a correct one exits 8 and its slot gets a successor."""
+    rotated = ctx.cluster.rotate_client_credentials()
+    if ctx.clients is None:
+        return {"rotated": rotated}
+    roll = clients.roll_processors_start(ctx, {"clean": True, "seed": params.get("pick", 0)})
+    why = f"{rotated}, then a clean rolling restart of the processors to read it"
+    return {"rotated": rotated, "targets": roll["targets"], "why": why}
 
 
 def reauth_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:

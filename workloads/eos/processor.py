@@ -48,7 +48,7 @@ from workloads.clientinfo import (
     error_info,
     is_fenced,
     parse_group_metadata,
-    refused_by_acl,
+    refused_by_cluster,
     warn,
 )
 from workloads.clients import (
@@ -289,8 +289,8 @@ class Processor:
 
     def _refused(self, info: dict[str, Any]) -> None:
         """Exit with EXIT_NOT_AUTHORIZED, naming the error, when the cluster refused an
-        operation for want of an ACL: no successor would fare better."""
-        if refused_by_acl(info):
+        operation for want of an ACL, or the client's login: retrying here cannot help."""
+        if refused_by_cluster(info):
             raise Exit(EXIT_NOT_AUTHORIZED, f"not-authorized {info['code']}")
 
     def _start(self) -> None:

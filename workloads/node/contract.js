@@ -13,17 +13,27 @@
  */
 const fs = require('fs')
 
-const EXIT = { OK: 0, BAD_CONFIG: 2, FENCED: 3, FATAL: 4, UNCERTAIN: 5, REWIND_FAILED: 6, ORPHANED: 7, HOOK: 70 }
+const EXIT = { OK: 0, BAD_CONFIG: 2, FENCED: 3, FATAL: 4, UNCERTAIN: 5, REWIND_FAILED: 6, ORPHANED: 7, NOT_AUTHORIZED: 8, HOOK: 70 }
 const FIELDS = {
   instance: null, slot: null, bootstrap: null, input_topic: null, output_topic: null,
   output_partitions: null, group_id: null, history_path: null, txn_id_prefix: 'eos',
   variant: 'eos', txn_id_strategy: 'unique', txn_size: 50, commit_interval_ms: 200,
   abort_probability: 0, seed: 0, transaction_timeout_ms: 10000, session_timeout_ms: 10000,
   group_protocol: 'classic', client_config: {}, txn_delay_ms: 0, call_timeout_s: 30,
-  record_history: true, hook: null, meta: {},
+  record_history: true, hook: null, meta: {}, security: null,
 }
 const REQUIRED = ['instance', 'slot', 'bootstrap', 'input_topic', 'output_topic', 'output_partitions', 'group_id', 'history_path']
 const FENCED = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_NOT_FOUND', '_FENCED'])
+/** A login the cluster refused: Kafka's error, and librdkafka's own for it. */
+const AUTHENTICATION_FAILED = new Set(['SASL_AUTHENTICATION_FAILED', '_AUTHENTICATION'])
+
+/** The contract's exit for a client the cluster refused (an operation for want of an ACL, or
+ * its login, as after a rotated password): retrying here cannot help; a successor may. */
+function refusal (info) {
+  const code = String(info.code || '')
+  if (code.endsWith('_AUTHORIZATION_FAILED') || AUTHENTICATION_FAILED.has(code)) return new Exit(EXIT.NOT_AUTHORIZED, `not-authorized ${code}`)
+  return null
+}
 
 function refuse (why) {
   process.stderr.write(`error: ${why}\n`)
@@ -261,7 +271,7 @@ class Processor {
     } catch (e) {
       const info = this.lib.errInfo(e, 'init')
       this.rec.fail('start', value, info)
-      throw new Exit(FENCED.has(info.code) ? EXIT.FENCED : EXIT.FATAL, 'init-failed')
+      throw refusal(info) || new Exit(FENCED.has(info.code) ? EXIT.FENCED : EXIT.FATAL, 'init-failed')
     }
     this.rec.ok('start', { ...value, client: this.lib.name, client_version: this.lib.version })
   }
@@ -323,7 +333,7 @@ class Processor {
       this.failed++
       const info = this.lib.errInfo(e, 'begin')
       this.rec.fail('txn', result, info)
-      throw new Exit(FENCED.has(info.code) ? EXIT.FENCED : EXIT.FATAL, FENCED.has(info.code) ? 'fenced' : 'fatal')
+      throw refusal(info) || new Exit(FENCED.has(info.code) ? EXIT.FENCED : EXIT.FATAL, FENCED.has(info.code) ? 'fenced' : 'fatal')
     }
     let stage = 'produce'
     try {
@@ -381,7 +391,12 @@ class Processor {
     const fenced = FENCED.has(info.code)
     if (info.stage === 'commit') {
       this.rec.info('txn', result, info)
-      throw new Exit(fenced ? EXIT.FENCED : EXIT.UNCERTAIN, 'uncertain')
+      throw refusal(info) || new Exit(fenced ? EXIT.FENCED : EXIT.UNCERTAIN, 'uncertain')
+    }
+    const refused = refusal(info)
+    if (refused) {
+      this.rec.fail('txn', result, info)
+      throw refused
     }
     if (fenced || (info.fatal && info.stage !== 'deliberate-abort')) {
       this.rec.fail('txn', result, info)
@@ -445,4 +460,4 @@ function runProcessor (library) {
   })
 }
 
-module.exports = { EXIT, FENCED, Exit, refuse, runProcessor, withTimeout }
+module.exports = { EXIT, FENCED, Exit, refusal, refuse, runProcessor, withTimeout }

@@ -73,6 +73,7 @@ type Config struct {
 	CallTimeoutS         float64           `json:"call_timeout_s"`
 	RecordHistory        *bool             `json:"record_history"`
 	Hook                 map[string]any    `json:"hook"`
+	Security             *Security         `json:"security"`
 	Meta                 map[string]any    `json:"meta"`
 	raw                  map[string]any
 }
@@ -311,6 +312,11 @@ func (p *processor) makeSession() error {
 			p.rebalance("lost", m)
 		}),
 	}
+	secure, err := securityOpts(cfg.Security)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, secure...)
 	if lvl, ok := cfg.ClientConfig["log.level"]; ok {
 		levels := map[string]kgo.LogLevel{"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo,
 			"warn": kgo.LogLevelWarn, "error": kgo.LogLevelError}
@@ -483,6 +489,7 @@ func (p *processor) start() *exit {
 		p.rec.Fail("start", value, errInfo(err, "init"))
 		return &exit{exitFatal, "init-failed"}
 	}
+
 	// franz-go asks for its producer id lazily, at the first produce; the contract's start
 	// is the moment the producer holds its transactional id (init_transactions elsewhere):
 	// a producer that took the id later fences this one, one that took it earlier is fenced
@@ -493,6 +500,9 @@ func (p *processor) start() *exit {
 	if err != nil {
 		info := errInfo(err, "init")
 		p.rec.Fail("start", value, info)
+		if r := refused(info); r != nil {
+			return r
+		}
 		if info["fatal"] == true {
 			return &exit{exitFenced, "init-failed"}
 		}
@@ -532,11 +542,18 @@ func (p *processor) step() *exit {
 	if fetches.IsClientClosed() {
 		return &exit{exitFatal, "client-closed"}
 	}
+	var refusal *exit
 	fetches.EachError(func(t string, part int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			warn("instance %d: fetch error %s[%d]: %v", p.cfg.Instance, t, part, err)
+			if refusal == nil {
+				refusal = refused(errInfo(err, "poll"))
+			}
 		}
 	})
+	if refusal != nil {
+		return refusal
+	}
 	batch := fetches.Records()
 	if len(batch) == 0 {
 		return nil
@@ -643,6 +660,11 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 	if firstErr != nil {
 		info := errInfo(firstErr, "produce")
 		info["failed_outputs"] = failures
+		if r := refused(info); r != nil {
+			p.failed++
+			p.rec.Fail("txn", result, info)
+			return r
+		}
 		if isFencedCode(info["code"].(string)) {
 			p.failed++
 			p.rec.Fail("txn", result, info)
@@ -677,6 +699,9 @@ func (p *processor) process(batch []*kgo.Record, member string, gen int32) *exit
 		p.failed++
 		info := errInfo(err, "commit")
 		p.rec.Info("txn", result, info)
+		if r := refused(info); r != nil {
+			return r
+		}
 		if isFencedCode(info["code"].(string)) {
 			return &exit{exitFenced, "uncertain"}
 		}
@@ -736,6 +761,9 @@ func (p *processor) recordRewind() {
 }
 
 func (p *processor) exitFor(info map[string]any) *exit {
+	if r := refused(info); r != nil {
+		return r
+	}
 	if isFencedCode(info["code"].(string)) {
 		return &exit{exitFenced, "fenced"}
 	}

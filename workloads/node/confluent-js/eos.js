@@ -18,6 +18,7 @@
  * neither the member id nor the generation: it records -1 ("unknown").
  */
 const { KafkaJS, librdkafkaVersion } = require('@confluentinc/kafka-javascript')
+const fs = require('fs')
 const { runProcessor } = require('./contract')
 
 const LOG_LEVEL = KafkaJS.logLevel
@@ -44,7 +45,7 @@ const library = {
 
   async connect (p) {
     const cfg = p.cfg
-    const settings = cfg.client_config || {}
+    const settings = { ...security(cfg.security), ...(cfg.client_config || {}) }
     const kafka = new KafkaJS.Kafka({ kafkaJS: { clientId: `eos-${cfg.instance}`, brokers: cfg.bootstrap.split(','), logLevel: LOG_LEVEL.WARN } })
     p.producer = kafka.producer({
       kafkaJS: { transactionalId: p.tid, idempotent: true, transactionTimeout: cfg.transaction_timeout_ms },
@@ -94,6 +95,15 @@ const library = {
     for (const x of got) if (x.topic === topic) committed.set(x.partition, Number(x.offset))
     return { committed, start: () => -2 }
   },
+}
+
+/** librdkafka's settings for the contract's security object (null: plaintext), the password
+ * read now (a successor after a rotation reads the new one). */
+function security (sec) {
+  if (!sec) return {}
+  const out = { 'security.protocol': sec.protocol.toLowerCase(), 'ssl.ca.location': sec.ca }
+  if (sec.protocol === 'SSL') return { ...out, 'ssl.certificate.location': sec.certificate, 'ssl.key.location': sec.key }
+  return { ...out, 'sasl.mechanisms': sec.mechanism, 'sasl.username': sec.username, 'sasl.password': fs.readFileSync(sec.password_file, 'utf8').trim() }
 }
 
 runProcessor(library)

@@ -15,7 +15,19 @@
  * history format allows.
  */
 const { Kafka, logLevel } = require('kafkajs')
-const { EXIT, FENCED, runProcessor } = require('./contract')
+const fs = require('fs')
+const { EXIT, FENCED, refusal, runProcessor } = require('./contract')
+
+/** KafkaJS's connection settings for the contract's security object (null: plaintext): TLS
+ * checked against the cluster's CA, with the client's certificate (SSL) or a SCRAM-SHA-512
+ * login whose password is read now (a successor after a rotation reads the new one). */
+function security (sec) {
+  if (!sec) return {}
+  const ssl = { ca: [fs.readFileSync(sec.ca)] }
+  if (sec.protocol === 'SSL') return { ssl: { ...ssl, cert: fs.readFileSync(sec.certificate), key: fs.readFileSync(sec.key) } }
+  if (sec.mechanism !== 'SCRAM-SHA-512') throw new Error(`security.mechanism "${sec.mechanism}": only SCRAM-SHA-512`)
+  return { ssl, sasl: { mechanism: 'scram-sha-512', username: sec.username, password: fs.readFileSync(sec.password_file, 'utf8').trim() } }
+}
 
 const LEVELS = { debug: logLevel.DEBUG, info: logLevel.INFO, warn: logLevel.WARN, error: logLevel.ERROR }
 
@@ -39,7 +51,7 @@ const library = {
 
   async connect (p) {
     const cfg = p.cfg
-    const kafka = new Kafka({ clientId: `eos-${cfg.instance}`, brokers: cfg.bootstrap.split(','), logLevel: LEVELS[(cfg.client_config || {})['log.level'] || 'warn'], connectionTimeout: 3000, requestTimeout: 10000 })
+    const kafka = new Kafka({ clientId: `eos-${cfg.instance}`, brokers: cfg.bootstrap.split(','), logLevel: LEVELS[(cfg.client_config || {})['log.level'] || 'warn'], connectionTimeout: 3000, requestTimeout: 10000, ...security(cfg.security) })
     p.producer = kafka.producer({ transactionalId: p.tid, idempotent: true, maxInFlightRequests: 1, transactionTimeout: cfg.transaction_timeout_ms })
     p.consumer = kafka.consumer({ groupId: cfg.group_id, sessionTimeout: cfg.session_timeout_ms, heartbeatInterval: Math.max(100, Math.floor(cfg.session_timeout_ms / 10)), readUncommitted: cfg.variant === 'read-uncommitted', maxWaitTimeInMs: cfg.commit_interval_ms })
     p.admin = kafka.admin()
@@ -58,7 +70,11 @@ const library = {
     })
     // KafkaJS has no revoke callback: an eager rebalance takes every partition away.
     p.consumer.on(ev.REBALANCING, () => { p.rebalance('revoke', p.assigned); p.assigned = [] })
-    p.consumer.on(ev.CRASH, e => { if (!e.payload.restart) p.finish(EXIT.FATAL, 'fatal') })
+    p.consumer.on(ev.CRASH, e => {
+      if (e.payload.restart) return
+      const refused = refusal(library.errInfo(e.payload.error, 'poll'))
+      p.finish(refused ? refused.code : EXIT.FATAL, refused ? refused.reason : 'fatal')
+    })
     await p.consumer.subscribe({ topics: [cfg.input_topic], fromBeginning: true })
   },
 
@@ -69,6 +85,8 @@ const library = {
   errInfo (e, stage) {
     let code = e && e.type ? e.type : (e && e.name) || 'CLIENT_ERROR'
     if (e && e.name === 'KafkaJSNonRetriableError' && e.cause && e.cause.type) code = e.cause.type
+    // KafkaJS names a refused login by its class, not by Kafka's error.
+    if ([e && e.name, e && e.cause && e.cause.name].includes('KafkaJSSASLAuthenticationError')) code = 'SASL_AUTHENTICATION_FAILED'
     const fenced = FENCED.has(code)
     return { stage, code, message: String((e && e.message) || e), fatal: fenced, abortable: !fenced, retriable: Boolean(e && e.retriable) }
   },

@@ -327,10 +327,13 @@ public final class EosProcessor {
         rec.ok("start", ok);
     }
 
-    /** Exit 8, naming the error, when the cluster refused an operation for want of an ACL. */
+    /**
+     * Exit 8, naming the error, when the cluster refused an operation for want of an ACL, or
+     * the client's login (a rotated password, found out at the next re-authentication).
+     */
     private static void refused(Map<String, Object> info) throws Exit {
         String code = String.valueOf(info.get("code"));
-        if (code.endsWith("_AUTHORIZATION_FAILED")) {
+        if (code.endsWith("_AUTHORIZATION_FAILED") || code.equals("SASL_AUTHENTICATION_FAILED")) {
             throw new Exit(EXIT_NOT_AUTHORIZED, "not-authorized " + code);
         }
     }

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -80,7 +81,7 @@ public final class StreamsApp {
     private final History rec;
     private final long parent;
     private volatile String stopping;
-    /** The {@code *_AUTHORIZATION_FAILED} error a thread died of, or null. */
+    /** The refusal a thread died of ({@code *_AUTHORIZATION_FAILED}, a failed login), or null. */
     private volatile String refused;
     private final CountDownLatch ended = new CountDownLatch(1);
     /** Inputs the stateless processor has seen (replays after an abort count again). */
@@ -316,7 +317,7 @@ public final class StreamsApp {
             // the whole chain for the authorizer's refusal.
             for (Throwable t = e; t != null && refused == null;
                     t = t.getCause() == t ? null : t.getCause()) {
-                if (t instanceof AuthorizationException) {
+                if (t instanceof AuthorizationException || t instanceof AuthenticationException) {
                     refused = Clients.code(t);
                 }
             }
