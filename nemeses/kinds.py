@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from common.kafkaconf import REAUTH_MS
@@ -28,11 +29,10 @@ from nemeses.faults import (
     network,
     topics,
 )
+from nemeses.faults.base import Action
 from nemeses.recipes import RECIPES, Recipe, recipe
-from nemeses.targets import FaultContext
 
 Params = Callable[[random.Random, int, bool], dict[str, Any]]
-Action = Callable[[FaultContext, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -284,7 +284,7 @@ KINDS: dict[str, FaultKind] = {
         FaultKind(
             "credential-rotate",
             base.processor_params,
-            credentials.credential_rotate_start,
+            partial(credentials.credential_rotate_start, roll=clients.roll_processors_start),
             base.noop_stop,
             needs=("credentials",),
             instant=True,
@@ -295,7 +295,7 @@ KINDS: dict[str, FaultKind] = {
         FaultKind(
             "reauth-pause",
             brokers.broker_params,
-            credentials.reauth_pause_start,
+            brokers.reauth_pause_start,
             brokers.pause_stop,
             needs=("signals", "reauth"),
             min_duration_s=REAUTH_MS / 1000 + 2.0,

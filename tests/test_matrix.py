@@ -418,7 +418,7 @@ def test_a_client_that_does_not_build_makes_its_cells_say_so(
     args = argparse.Namespace(
         versions=DEFAULT_KAFKA_VERSION, latest=None, new=False, store=str(tmp_path / "store"),
         scenarios="eos-java,eos-java-kills,eos-python-kill-processor", time_limit=5.0, seed=1,
-        junit=None, fail_on_new_safety_anomaly=False, spark_master=None,
+        junit=None, fail_on_new_safety_anomaly=False, spark_master=None, security="plaintext",
     )  # fmt: skip
     assert matrixmod.matrix_command(args) == 1  # not every cell came out as expected
 

@@ -252,12 +252,14 @@ def test_the_harness_backends_have_every_ability_credentials_only_when_secured()
     from harness.substrate.backends import REGISTRY
     from nemeses.control import ABILITIES, abilities_of
 
-    plain = set(ABILITIES) - {"credentials"}  # a secured cluster's only
+    plain = set(ABILITIES) - {"credentials", "reauth"}  # a secured cluster's only
     for name, backend in REGISTRY.items():  # built, not started
         assert abilities_of(backend.cluster(ClusterConfig(nodes=1))) == plain, backend
         if name != "ssh":
-            secured = backend.cluster(ClusterConfig(nodes=1, security="tls"))
-            assert abilities_of(secured) == set(ABILITIES), backend
+            tls = backend.cluster(ClusterConfig(nodes=1, security="tls"))
+            assert abilities_of(tls) == set(ABILITIES) - {"reauth"}, backend  # SASL's only
+            sasl = backend.cluster(ClusterConfig(nodes=1, security="sasl_ssl"))
+            assert abilities_of(sasl) == set(ABILITIES), backend
 
 
 def test_the_engine_records_each_kind_s_traits_in_its_start_ops(

@@ -41,9 +41,9 @@ def _topics(conf: dict[str, object], timeout: float = 10) -> set[str]:
     return set(admin.list_topics(timeout=timeout).topics)
 
 
-def _options(tag: str, client: str, **run: object) -> RunOptions:
+def _options(tag: str, client: str, values: int = 2000, **run: object) -> RunOptions:
     wopts = EosOptions.from_dict(
-        {**{"name_suffix": f"-{tag}"}, "client": client, "seed": 3, "values": 2000}
+        {**{"name_suffix": f"-{tag}"}, "client": client, "seed": 3, "values": values}
     )
     settings: dict[str, object] = {"time_limit": 25, **run}
     return RunOptions(workload_options=wopts, security="sasl_ssl", seed=3, **settings)  # type: ignore[arg-type]
@@ -108,6 +108,21 @@ def test_eos_under_faults_is_exactly_once_on_sasl_ssl(
         assert any(r.startswith("not-authorized ") for r in reasons), reasons
     assert result.summary["missing"] == 0 and result.summary["complete_read"]
     assert result.summary["seeded"] > 0
+    _kept_no_secret(sasl_cluster, tmp_path / "run")
+
+
+@pytest.mark.parametrize("client", ["franz-go", "kafkajs"])
+def test_the_go_and_node_processors_log_in_with_the_contract_object(
+    sasl_cluster: Cluster, tmp_path: Path, client: str
+) -> None:
+    """franz-go's and KafkaJS's own mappings of the security object (TLS against the CA,
+    SCRAM from the password file; Confluent's JavaScript client maps it as librdkafka, like
+    the Python processors): without them no processor could start on this listener."""
+    tag = f"sec-{client}-{uuid.uuid4().hex[:6]}"
+    options = _options(tag, client, values=600, time_limit=8)
+    result = run_on_shared(sasl_cluster, options, tmp_path / "run")
+    assert (result.verdict or {}).get("valid") is True, result.verdict
+    assert result.summary["missing"] == 0 and result.summary["seeded"] == 600, result.summary
     _kept_no_secret(sasl_cluster, tmp_path / "run")
 
 

@@ -13,6 +13,9 @@ from common.procfs import process_state
 from common.waits import WaitTimeout, wait_for
 from nemeses.targets import FaultContext, ProcessorTarget, resolve_processor
 
+#: A fault kind's start or stop: what it did, from its context and parameters (or details).
+Action = Callable[[FaultContext, dict[str, Any]], dict[str, Any]]
+
 
 class FaultError(RuntimeError):
     """A fault could not be applied or verified."""

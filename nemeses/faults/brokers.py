@@ -72,3 +72,14 @@ def rolling_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
         "every broker registered after the rolling restart",
     )
     return {"targets": order, "why": "rolling restart", "clean": bool(params.get("clean"))}
+
+
+def reauth_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str, Any]:
+    """A broker paused for longer than the clients' SASL sessions last (``sasl_ssl``): every
+    session on it runs out while it is stopped, so when it runs again it closes each
+    connection whose next request is not a re-authentication (KIP-368), requests in flight
+    and all, and the clients reconnect in the middle of their transactions."""
+    reauth_ms = ctx.cluster.reauth_ms
+    details = pause_start(ctx, params)
+    why = f"{details['why']}, for longer than the clients' {reauth_ms} ms SASL sessions"
+    return {**details, "reauth_ms": reauth_ms, "why": why}
