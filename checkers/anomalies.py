@@ -15,7 +15,7 @@ Public API::
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
     found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
-    EOS, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS, SHARE  # the definitions, in order
+    EOS, EOS_NOTICES, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS, SHARE  # in order
     names(types) -> tuple[str, ...]
 """
 
@@ -177,6 +177,21 @@ STARTED_BELOW_COMMITTED: Final = _eos(
 EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, COMMITTED_IN_LATER_TRANSACTION,
               PREMATURE_COMMIT, TORN_TRANSACTION, ORDER, HANGING_TRANSACTION,
               STARTED_BELOW_COMMITTED)  # fmt: skip
+#: KAFKA-20785 (finding F13): under transaction version 2 a commit that reaches the
+#: coordinator after its timeout rolled the transaction back passes the epoch check as a
+#: retry and is refused by the state check with INVALID_TXN_STATE, which every client takes
+#: as fatal (a Kafka Streams thread dies of it), where the producer should have been fenced.
+#: Nothing is lost or duplicated by it: reported, never a reason to call the run invalid.
+INVALID_STATE_COMMIT: Final = _eos(
+    "invalid-state-commit",
+    "a commit refused with INVALID_TXN_STATE, fatal to the client, where Kafka should have "
+    "fenced the producer (KAFKA-20785)",
+    "transactions whose commit was refused so",
+    ("values", "instance", "txn_seq", "code", "message"),
+    allowed=True,
+)
+#: The eos checks reported beside the safety checks that never make a run invalid.
+EOS_NOTICES: Final = (INVALID_STATE_COMMIT,)
 #: Liveness, reported under ``liveness`` and never part of ``valid``.
 EOS_PROGRESS: Final = AnomalyType(
     "progress",
@@ -555,7 +570,7 @@ SHARE: Final = (
 
 # ------------------------------------------------------------------------------------------
 
-_ALL: Final = (*EOS, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS, *SHARE)
+_ALL: Final = (*EOS, *EOS_NOTICES, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS, *SHARE)
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 

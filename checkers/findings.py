@@ -3,7 +3,9 @@
 Why: a user whose correct client is caught by a bug the project has already documented
 (docs/findings.md) should read so next to the verdict, with a link, not only "duplicate". A
 signature is a pure function of the merged verdict's examples; it names the finding and
-says which example matched. The verdict stays invalid: a known bug is still a bug.
+says which example matched. The verdict stays invalid: a known bug is still a bug. A bug that
+costs a client its producer but not exactly-once (F13) is named on a valid verdict, which
+stays valid.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ class KnownFinding:
     kafka: bool = False
     #: What an operator does about it, one sentence (empty: nothing to do but avoid it).
     remedy: str = ""
+    #: A bug that leaves exactly-once intact (a client refused where it should be fenced):
+    #: tried on valid verdicts too, which it names without making them invalid.
+    on_valid: bool = False
 
     @property
     def link(self) -> str:
@@ -112,6 +117,16 @@ def _f9(verdict: dict[str, Any]) -> list[str]:
     ]
 
 
+def _f13(verdict: dict[str, Any]) -> list[str]:
+    """Commits refused with INVALID_TXN_STATE (``invalid-state-commit``): KAFKA-20785."""
+    return [
+        f"instance {e.get('instance')}'s transaction {e.get('txn_seq')} was refused at its "
+        f"commit with {e.get('code')}, an error its client must take as fatal, where the "
+        "coordinator should have fenced the producer"
+        for e in _examples(verdict, "invalid-state-commit")
+    ]
+
+
 KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "F5",
@@ -138,6 +153,18 @@ KNOWN: tuple[KnownFinding, ...] = (
         "aborts it, after which read_committed consumers move on; the harness never does it "
         "for you",
     ),
+    KnownFinding(
+        "F13",
+        "under transaction version 2 a commit that reaches the coordinator after its timeout "
+        "rolled the transaction back is refused with a fatal INVALID_TXN_STATE instead of "
+        "PRODUCER_FENCED (KAFKA-20785)",
+        _f13,
+        kafka=True,
+        remedy="a client that takes the refusal as fatal must be restarted (a Kafka Streams "
+        "thread dies of it and is replaced); nothing committed is lost, and Kafka's fix "
+        "(apache/kafka#23204) answers PRODUCER_FENCED",
+        on_valid=True,
+    ),
 )
 
 
@@ -147,15 +174,17 @@ def known_findings(
     """The documented findings an invalid verdict matches, of those its client's library is
     known for (``findings``: the ids its manifest lists, recorded in the run's options as
     ``client_findings``; None: not recorded, every finding is tried) and every finding in
-    Kafka itself: ``{"id", "title", "link", "evidence", "kafka", "remedy"}`` each (nothing
-    for a valid or unknown one). A run of a client whose library has no such bug is not
-    matched: a signature reads the history's shape, and two libraries can leave the same
-    shape for different reasons (KafkaJS and Confluent's JavaScript client both record
-    generation -1, only one commits offsets without it)."""
-    if verdict.get("valid") is not False:
-        return []
+    Kafka itself, each ``{"id", "title", "link", "evidence", "kafka", "remedy",
+    "on_valid"}``. Nothing for an unknown verdict; for a valid one, only the findings with
+    ``on_valid``. A run of a client whose library has no such bug is not matched: a
+    signature reads the history's shape, and two libraries can leave the same shape for
+    different reasons (KafkaJS and Confluent's JavaScript client both record generation -1,
+    only one commits offsets without it)."""
+    valid = verdict.get("valid")
     out = []
     for k in KNOWN:
+        if valid is not False and not (valid is True and k.on_valid):
+            continue
         if findings is not None and not k.kafka and k.id not in findings:
             continue
         evidence = k.signature(verdict)
@@ -168,6 +197,7 @@ def known_findings(
                     "evidence": evidence,
                     "kafka": k.kafka,
                     "remedy": k.remedy,
+                    "on_valid": k.on_valid,
                 }
             )
     return out

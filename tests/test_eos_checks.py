@@ -604,7 +604,7 @@ def real(tmp: Path, name: str) -> Path:
 def test_clean_run_passes_every_check(spark: Any, tmp_path: Path) -> None:
     got, _ref = both(spark, built(tmp_path, 7))
     assert got["valid"] is True and got["anomalies"] == {}
-    assert set(got["checkers"]) == set(SAFETY_CHECKS)
+    assert set(got["checkers"]) == set(SAFETY_CHECKS) | {"invalid-state-commit"}
     assert all(r["valid"] is True and r["count"] == 0 for r in got["checkers"].values())
     assert got["liveness"]["valid"] is True
 
@@ -640,6 +640,37 @@ def test_every_anomaly_detected_by_spark_and_reference(spark: Any, tmp_path: Pat
         assert got["checkers"][kind]["examples"][0]["values"] is not None
     reasons = {e["reason"] for e in got["checkers"]["zombie-write"]["examples"]}
     assert "fenced" in reasons
+
+
+def test_a_commit_refused_with_invalid_txn_state_is_named_f13_and_the_run_stays_valid(
+    spark: Any, tmp_path: Path
+) -> None:
+    """KAFKA-20785: a processor's rolled-back transaction whose commit comes back
+    INVALID_TXN_STATE (fatal) instead of fenced. Nothing was lost: both engines report it as
+    ``invalid-state-commit`` beside a valid verdict, and the judge names finding F13 on it."""
+    s = simulate(11)
+    s.seed(2)
+    assert s.txn(s.owner[0], 1, ok=False)
+    refused = [o for o in s.ops if o["f"] == "txn" and o["type"] == "fail"][-1]
+    refused["type"] = "info"
+    refused["error"] = {"stage": "commit", "code": "INVALID_TXN_STATE", "message": "refused"}
+    refused["error"] |= {"fatal": True, "abortable": False, "retriable": False}
+    s.drain_all(sorted(set(s.owner.values())))
+    s.finish()
+    got, _ref = both(spark, s.write(tmp_path))
+    assert got["valid"] is True
+    assert got["anomalies"] == {"invalid-state-commit": 1}
+    (ex,) = got["checkers"]["invalid-state-commit"]["examples"]
+    assert (ex["instance"], ex["code"]) == (refused["process"], "INVALID_TXN_STATE")
+    assert [op["index"] for op in ex["ops"]][-1] == refused["index"]
+    merged = merge_verdicts({"eos": got})
+    assert merged["valid"] is True and merged["bad_anomaly_types"] == []
+    assert [f["id"] for f in merged["known_findings"]] == ["F13"]
+    assert merged["known_findings"][0]["on_valid"] is True
+    # A refusal the client had to take for fencing is not the bug.
+    refused["error"]["code"] = "PRODUCER_FENCED"
+    again = check_eos_py(s.write(tmp_path / "fenced"))
+    assert again["anomalies"] == {} and "known_findings" not in merge_verdicts({"eos": again})
 
 
 def test_header_less_outputs_are_mapped_by_value_beside_headed_ones(

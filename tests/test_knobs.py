@@ -602,7 +602,8 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
 
 def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
     """Correct clients expected INVALID where Kafka's bug lives (TV0 clients; share groups
-    before 4.4.0), the controls expected valid where the fix is (TV2 on 4.x; 4.4.0 on)."""
+    before 4.4.0), the controls expected valid where the fix is (TV2 on 4.x; 4.4.0 on); F13
+    expected valid and named under TV2, its control on TV0."""
     from harness.nightly.scenarios import SCENARIO_SETS, SCENARIOS, expand
 
     known = [SCENARIOS[n] for n in SCENARIO_SETS["known-bugs"]]
@@ -614,19 +615,26 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("3.9.2", "bug-delayed-endtxn-java-tv0", None, "invalid"),
         ("3.9.2", "bug-zombie-kafkajs", None, "invalid"),
         ("3.9.2", "control-f9-leaderless-marker", None, "valid"),
+        ("3.9.2", "control-kafka-20785-tv0", None, "valid"),
         ("4.3.1", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.3.1", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.3.1", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
         ("4.3.1", "bug-zombie-kafkajs", 0, "invalid"),
         ("4.3.1", "bug-kafka-20742", 0, "invalid"),
         ("4.3.1", "bug-f9-leaderless-marker", 0, "invalid"),
+        ("4.3.1", "bug-kafka-20785", 2, "valid"),
+        ("4.3.1", "control-kafka-20785-tv0", 0, "valid"),
         ("4.4.0", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.4.0", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.4.0", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
         ("4.4.0", "bug-zombie-kafkajs", 0, "invalid"),
         ("4.4.0", "fixed-kafka-20742", 0, "valid"),
         ("4.4.0", "bug-f9-leaderless-marker", 0, "invalid"),
+        ("4.4.0", "bug-kafka-20785", 2, "valid"),
+        ("4.4.0", "control-kafka-20785-tv0", 0, "valid"),
     ]
+    # The F13 cell is valid (exactly-once holds) and must name its finding.
+    assert {c.scenario.finding for c in cells if c.scenario.name == "bug-kafka-20785"} == {"F13"}
 
 
 def test_a_finding_cell_that_turns_valid_says_the_finding_no_longer_reproduces() -> None:
@@ -637,7 +645,9 @@ def test_a_finding_cell_that_turns_valid_says_the_finding_no_longer_reproduces()
     record = {**base_record(cell), "verdict": "valid", "verdict_source": "results.json"}
     record["report"] = "r.html"
     assert cell_message(record, None).startswith("F9 no longer reproduces on 4.5.0: expected")
-    record["verdict"] = "invalid"
+    record["verdict"] = "invalid"  # invalid, but not by F9: the finding did not reproduce
+    assert cell_message(record, None).startswith("F9 no longer reproduces on 4.5.0: expected")
+    record["known_findings"] = ["F9"]
     assert cell_message(record, None).startswith("expected invalid, got invalid")
 
 

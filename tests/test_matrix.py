@@ -166,6 +166,10 @@ def test_expected_invalid_counts_as_pass_when_caught() -> None:
     assert outcome_of("invalid", "valid") == "fail"
     assert outcome_of("valid", "invalid") == "fail"
     assert outcome_of("valid", "unknown") == "error"
+    # A scenario that reproduces a finding passes only when its verdict names it.
+    assert outcome_of("valid", "valid", "F13", ["F13"]) == "pass"
+    assert outcome_of("valid", "valid", "F13", []) == "fail"
+    assert outcome_of("invalid", "invalid", "F9", ["F5"]) == "fail"
 
 
 def _fake_run(store: Path, results: dict[str, Any] | None, exactly_once: bool = True) -> Path:

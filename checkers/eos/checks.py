@@ -13,6 +13,7 @@ checker's result; :mod:`checkers.eos.run` runs them on a run directory.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "check_aborted_read",
     "check_committed_later",
     "check_duplicate",
+    "check_invalid_state_commit",
     "check_lost",
     "check_premature_commit",
     "check_zombie",
@@ -516,3 +518,24 @@ def _txns_of(fr: EosFrames, keys: set[tuple[int, int]]) -> dict[tuple[int, int],
     want = fr.drain.sparkSession.createDataFrame(sorted(keys), "instance int, txn_seq long")
     rows = fr.txns.join(F.broadcast(want), ["instance", "txn_seq"]).collect()
     return {(r["instance"], r["txn_seq"]): r for r in rows}
+
+
+def check_invalid_state_commit(fr: EosFrames, max_examples: int) -> dict[str, Any]:
+    """Transactions whose commit was refused with INVALID_TXN_STATE (KAFKA-20785): the
+    ``info`` completions whose error names it, decided by
+    :func:`checkers.eos.results.invalid_state_commit`. They are a few per run at most (each
+    ends its processor), so they are collected whole."""
+    info = fr.txns.filter(F.col("done_type") == "info").select(
+        "instance", "txn_seq", "inv_index", "done_index"
+    )
+    errors = fr.hist.filter(
+        F.col("error_json").contains(X.INVALID_TXN_STATE) & (F.coalesce("part", F.lit(0)) == 0)
+    ).select(F.col("index").alias("done_index"), "error_json")
+    made = []
+    for r in info.join(errors, "done_index").orderBy("done_index").collect():
+        idx = [i for i in (r["inv_index"], r["done_index"]) if i is not None]
+        error = json.loads(r["error_json"])
+        ex = X.invalid_state_commit(r["instance"], r["txn_seq"], error, idx)
+        if ex is not None:
+            made.append(ex)
+    return result(fr, "invalid-state-commit", len(made), made[:max_examples])

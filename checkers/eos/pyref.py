@@ -536,6 +536,19 @@ def check_started_below(run: EosRun, max_examples: int) -> dict[str, Any]:
     return _result(run, "started-below-committed", cases, max_examples)
 
 
+def check_invalid_state_commit(run: EosRun, max_examples: int) -> dict[str, Any]:
+    """Transactions whose commit was refused with INVALID_TXN_STATE (KAFKA-20785), in
+    history order."""
+    cases = []
+    for key, done in sorted(run.txn_done.items(), key=lambda kv: kv[1].index):
+        if done.type != "info" or key not in run.txn_invoke:
+            continue
+        ex = X.invalid_state_commit(*key, run.ops[done.index].get("error"), _txn_idx(run, key))
+        if ex is not None:
+            cases.append(ex)
+    return _result(run, "invalid-state-commit", cases, max_examples)
+
+
 CHECKS = {
     "lost": check_lost,
     "duplicate": check_duplicate,
@@ -547,6 +560,7 @@ CHECKS = {
     "order": check_order,
     "hanging-transaction": check_hanging,
     "started-below-committed": lambda run, n: check_started_below(run, n),
+    "invalid-state-commit": check_invalid_state_commit,
 }
 
 

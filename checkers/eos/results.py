@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.anomalies import EOS, EOS_PROGRESS, names
+from checkers.anomalies import EOS, EOS_NOTICES, EOS_PROGRESS, names
 from history.eos_records import POISON_PREFIX, input_of
 from history.logdump import CheckerInputError
 
@@ -28,7 +28,13 @@ Example = tuple[dict[str, Any], list[int]]
 
 #: The safety checks, in report order; ``progress`` (liveness) is reported apart.
 SAFETY_CHECKS: tuple[str, ...] = names(EOS)
-_TYPES = {t.name: t for t in EOS}
+#: Checks reported beside them that never make a run invalid (a Kafka bug that costs the
+#: client its producer but not exactly-once, like KAFKA-20785).
+NOTICE_CHECKS: tuple[str, ...] = names(EOS_NOTICES)
+ALL_CHECKS: tuple[str, ...] = SAFETY_CHECKS + NOTICE_CHECKS
+_TYPES = {t.name: t for t in (*EOS, *EOS_NOTICES)}
+#: The error name a commit refused by KAFKA-20785 is recorded with, by every client.
+INVALID_TXN_STATE = "INVALID_TXN_STATE"
 
 #: A drained record: a Spark Row, or the reference's record, indexable by column name.
 Row = Any
@@ -456,7 +462,22 @@ def check_result(
         t.example_of(ex | {"ops": [ops[i] for i in sorted(set(idx)) if i in ops]})
         for ex, idx in made
     ]
+    if t.allowed:  # a notice: counted and shown, valid whatever it finds
+        counted = {name: count} if count else {}
+        return {"valid": True, "count": count, "anomalies": counted, "examples": examples}
     return {"valid": count == 0, "count": count, "examples": examples}
+
+
+def invalid_state_commit(instance: int, seq: int, error: Any, idx: list[int]) -> Example | None:
+    """The ``invalid-state-commit`` example of an ``info`` transaction whose commit was refused
+    with INVALID_TXN_STATE (None for any other outcome): both engines find the ``info``
+    completions, this decides which of them count."""
+    if not isinstance(error, dict) or error.get("stage") != "commit":
+        return None
+    if error.get("code") != INVALID_TXN_STATE:
+        return None
+    fields = {"values": [], "instance": instance, "txn_seq": seq, "code": INVALID_TXN_STATE}
+    return fields | {"message": str(error.get("message") or "")}, idx
 
 
 def progress_result(
@@ -491,15 +512,17 @@ def error_text(e: BaseException) -> str:
 
 def combine_eos(results: dict[str, dict[str, Any]], liveness: dict[str, Any]) -> dict[str, Any]:
     """Safety verdict: false if any check failed, unknown if any could not run, else true."""
-    valids = [r.get("valid") for r in results.values()]
+    valids = [r.get("valid") for k, r in results.items() if k not in NOTICE_CHECKS]
     valid: bool | str = False if False in valids else ("unknown" if "unknown" in valids else True)
     anomalies = {k: int(r.get("count", 0)) for k, r in results.items() if r.get("valid") is False}
+    for r in results.values():
+        anomalies |= r.get("anomalies") or {}  # a notice's count
     return {"valid": valid, "anomalies": anomalies, "checkers": results, "liveness": liveness}
 
 
 def all_unknown(error: str) -> dict[str, Any]:
     """The verdict when no check could run at all (every check and liveness unknown)."""
-    return combine_eos({k: unknown(error) for k in SAFETY_CHECKS}, unknown(error))
+    return combine_eos({k: unknown(error) for k in ALL_CHECKS}, unknown(error))
 
 
 def run_checks(
@@ -514,7 +537,7 @@ def run_checks(
     Unusable input (:class:`CheckerInputError`) is raised; any other exception makes that
     one check :func:`unknown` (never valid) and leaves the others to run.
     """
-    jobs = {name: checks[name] for name in SAFETY_CHECKS} | {"": progress}
+    jobs = {name: checks[name] for name in ALL_CHECKS} | {"": progress}
     if workers <= 1:
         done = {name: _guarded(fn, describe) for name, fn in jobs.items()}
     else:
@@ -536,6 +559,9 @@ def _guarded(fn: Callable[[], dict[str, Any]], describe: Callable[[BaseException
 
 __all__ = [
     "ABORT_SWEEP_MS",
+    "ALL_CHECKS",
+    "INVALID_TXN_STATE",
+    "NOTICE_CHECKS",
     "RECORD_COLS",
     "SAFETY_CHECKS",
     "Example",
@@ -546,6 +572,7 @@ __all__ = [
     "combine_eos",
     "hanging_cases",
     "ident_order",
+    "invalid_state_commit",
     "progress_result",
     "record",
     "run_checks",

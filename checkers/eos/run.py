@@ -25,6 +25,7 @@ from checkers.eos.checks import (
     check_aborted_read,
     check_committed_later,
     check_duplicate,
+    check_invalid_state_commit,
     check_lost,
     check_premature_commit,
     check_zombie,
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["CHECKS", "CheckerInputError", "check_eos", "eos_checks", "prepare_eos"]
 
 
-#: Safety checks in report order; each takes (frames, max_examples, spark, run_dir).
+#: Safety checks in report order, then the notices; each takes (frames, max_examples, spark,
+#: run_dir).
 CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]] = {
     "lost": check_lost,
     "duplicate": lambda fr, n, _s, _d: check_duplicate(fr, n),
@@ -60,6 +62,7 @@ CHECKS: dict[str, Callable[[EosFrames, int, SparkSession, Path], dict[str, Any]]
     "order": lambda fr, n, _s, _d: eos_rules.check_order(fr, n),
     "hanging-transaction": eos_rules.check_hanging,
     "started-below-committed": lambda fr, n, _s, _d: check_started_below(fr, n),
+    "invalid-state-commit": lambda fr, n, _s, _d: check_invalid_state_commit(fr, n),
 }
 
 

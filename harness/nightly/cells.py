@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -134,12 +135,23 @@ def verdict_of(
     return "error", ("exit status" if rc != 0 else "no results.json")
 
 
-def outcome_of(expected: str, verdict: str) -> str:
-    """``pass`` when the verdict is the expected one (a caught broken variant passes),
-    ``error`` when there is no verdict at all, else ``fail``."""
+def outcome_of(
+    expected: str, verdict: str, finding: str | None = None, named: Iterable[str] = ()
+) -> str:
+    """``pass`` when the verdict is the expected one (a caught broken variant passes) and,
+    for a scenario that reproduces a finding, names it (``named``: the ids of the verdict's
+    ``known_findings``); ``error`` when there is no verdict at all, else ``fail``."""
     if verdict in ("error", "unknown"):
         return "error"
-    return "pass" if verdict == expected else "fail"
+    if verdict != expected:
+        return "fail"
+    return "fail" if finding is not None and finding not in named else "pass"
+
+
+def named_findings(results: dict[str, Any] | None) -> list[str]:
+    """The ids of the known findings a run's ``results.json`` names."""
+    found = (results or {}).get("known_findings") or []
+    return [str(f.get("id")) for f in found if isinstance(f, dict)]
 
 
 def recovery_seconds(history: Path) -> list[float]:
@@ -191,6 +203,7 @@ def base_record(cell: Cell) -> dict[str, Any]:
         "time_limit": cell.time_limit,
         "expected": cell.scenario.expected,
         "finding": cell.scenario.finding,
+        "known_findings": [],
         "verdict": "error",
         "verdict_source": "not run",
         "outcome": "error",
@@ -239,9 +252,11 @@ def judge_cell(
         stats = {}
     recovery = recovery_seconds(run_dir / "history.jsonl") if run_dir else []
     report = run_dir / "report.html" if run_dir else None
-    outcome = outcome_of(cell.scenario.expected, verdict)
+    named = named_findings(results)
+    outcome = outcome_of(cell.scenario.expected, verdict, cell.scenario.finding, named)
     record = {
         **base_record(cell),
+        "known_findings": named,
         "verdict": verdict,
         "verdict_source": source,
         "outcome": outcome,
@@ -276,8 +291,10 @@ def cell_message(record: dict[str, Any], log_path: Path | None) -> str:
         f"expected {record['expected']}, got {record['verdict']} "
         f"({record['verdict_source']}); anomalies: {anomalies}; report: {where}"
     )
-    if record.get("finding") and record["expected"] == "invalid" and record["verdict"] == "valid":
-        text = f"{record['finding']} no longer reproduces on {record['version']}: {text}"
+    finding = record.get("finding")
+    verdict_given = record["verdict"] in ("valid", "invalid")
+    if finding and verdict_given and finding not in (record.get("known_findings") or []):
+        text = f"{finding} no longer reproduces on {record['version']}: {text}"
     if record["verdict"] == "error" and log_path is not None:
         text += f"; last log line: {_last_line(log_path)}"
     return text

@@ -61,8 +61,9 @@ class Scenario:
     #: The first Kafka it no longer runs on (a Kafka bug's fix version, for a scenario that
     #: expects the bug's verdict); None: every version from ``min_kafka`` on.
     before_kafka: str | None = None
-    #: The finding (docs/findings.md) an expected-invalid scenario reproduces: a cell that
-    #: comes out valid says the finding no longer reproduces on its version.
+    #: The finding (docs/findings.md) the scenario reproduces: its verdict must name it
+    #: (``known_findings``), and a cell whose verdict does not says the finding no longer
+    #: reproduces on its version.
     finding: str | None = None
 
     def runs_on(self, version: str) -> bool:
@@ -359,6 +360,20 @@ SCENARIOS: dict[str, Scenario] = {
                 ("control-f9-leaderless-marker", "valid", None, "4.3.0", None),
             )
         ),
+        # F13 (KAFKA-20785): a commit held past the coordinator's timeout rollback is refused
+        # with a fatal INVALID_TXN_STATE under transaction version 2 (no release has the
+        # fix yet); exactly-once holds, so the run is valid and names F13. Under transaction
+        # version 0 the same commit is fenced: the control, valid without F13.
+        eos(
+            "bug-kafka-20785",
+            "java",
+            nemesis="kafka-20785",
+            time_limit=40,
+            tvs=(2,),
+            min_kafka="4.0.0",
+            finding="F13",
+        ),
+        eos("control-kafka-20785-tv0", "java", nemesis="kafka-20785", time_limit=40, tvs=(0,)),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -447,6 +462,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "fixed-kafka-20742",
         "bug-f9-leaderless-marker",
         "control-f9-leaderless-marker",
+        "bug-kafka-20785",
+        "control-kafka-20785-tv0",
     ),
     # The same faults on every client of the registry (python and java: the nightly set).
     "clients": (

@@ -66,7 +66,7 @@ def print_summary(
     for line in lines or []:  # the driver's plain counts: beside the verdict, never one
         console.print(line)
     console.print(f"verdict: {explain(verdict)}")
-    for line in finding_lines(verdict):  # a documented bug: still invalid, now explained
+    for line in finding_lines(verdict):  # a documented bug, now explained
         console.print(line)
     console.print(f"report: {report or '(not written: see the log)'}")
     console.print(f"run: {run_dir} ({seconds:.0f} s)")
