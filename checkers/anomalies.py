@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 
@@ -177,21 +178,18 @@ STARTED_BELOW_COMMITTED: Final = _eos(
 EOS: Final = (LOST, DUPLICATE, ZOMBIE_WRITE, ABORTED_READ, COMMITTED_IN_LATER_TRANSACTION,
               PREMATURE_COMMIT, TORN_TRANSACTION, ORDER, HANGING_TRANSACTION,
               STARTED_BELOW_COMMITTED)  # fmt: skip
-#: KAFKA-20785 (finding F13): under transaction version 2 a commit that reaches the
-#: coordinator after its timeout rolled the transaction back passes the epoch check as a
-#: retry and is refused by the state check with INVALID_TXN_STATE, which every client takes
-#: as fatal (a Kafka Streams thread dies of it), where the producer should have been fenced.
-#: Nothing is lost or duplicated by it: reported, never a reason to call the run invalid.
-INVALID_STATE_COMMIT: Final = _eos(
-    "invalid-state-commit",
-    "a commit refused with INVALID_TXN_STATE, fatal to the client, where Kafka should have "
-    "fenced the producer (KAFKA-20785)",
-    "transactions whose commit was refused so",
-    ("values", "instance", "txn_seq", "code", "message"),
-    allowed=True,
+#: KAFKA-20785 (F13): a fatal refusal where the producer should have been fenced; nothing
+#: is lost by it, so it is reported beside the safety checks and never makes a run invalid.
+EOS_NOTICES: Final = (
+    _eos(
+        "invalid-state-commit",
+        "a commit refused with INVALID_TXN_STATE, fatal to the client, where Kafka should "
+        "have fenced the producer (KAFKA-20785)",
+        "transactions whose commit was refused so",
+        ("values", "instance", "txn_seq", "code", "message"),
+        allowed=True,
+    ),
 )
-#: The eos checks reported beside the safety checks that never make a run invalid.
-EOS_NOTICES: Final = (INVALID_STATE_COMMIT,)
 #: Liveness, reported under ``liveness`` and never part of ``valid``.
 EOS_PROGRESS: Final = AnomalyType(
     "progress",
@@ -343,17 +341,17 @@ QUEUE: Final = (
 
 
 # ------------------------------------------------------------------------------------------
-# connect workload (docs/anomalies.md, "connect workload"): Kafka Connect exactly-once source
-# tasks (KIP-618). One checker, ``connect``; a record in an example is ``{"topic",
-# "partition", "offset", "key", "value"}`` as the final read returned it. An example's own
-# ``value`` is the seqno it is about as ``"<task>:<seqno>"``, first so that the report, which
-# follows the values examples name, finds it (a malformed record names none).
+# connect workload (docs/anomalies.md, "connect workload"), KIP-618 source tasks; checker
+# ``connect``. An example's ``value`` (first, for the report's journeys) is its seqno as
+# ``"<task>:<seqno>"``; its records are the final read's (a malformed record names none).
 
 
-def _connect(
-    name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any
-) -> AnomalyType:
-    return AnomalyType(name, "connect", summary, counts, example, **kw)
+def _of(checker: str, name: str, summary: str, counts: str, ex: tuple, **kw: Any) -> AnomalyType:
+    """A type of a family with one checker (connect, streams)."""
+    return AnomalyType(name, checker, summary, counts, ex, **kw)
+
+
+_connect = partial(_of, "connect")
 
 
 CONNECT: Final = (
@@ -423,18 +421,12 @@ CONNECT: Final = (
 
 
 # --- the streams checker -------------------------------------------------------------------
-# A Kafka Streams application under exactly_once_v2: every input mapped once to the output
-# topic, and a running count and sum per group key whose every committed update must equal
-# the key's inputs up to the one it came from. One checker, ``streams``; a record in an
-# example is ``{"topic", "partition", "offset", "key", "value"}`` as the final read returned
-# it; an example's ``value`` is the input value (or the group key) it is about.
+# Kafka Streams under exactly_once_v2 (docs/anomalies.md, "streams workload"); checker
+# ``streams``. An example's ``value`` is the input value (or the group key) it is about; its
+# records are the final read's.
 
 
-def _streams(
-    name: str, summary: str, counts: str, example: tuple[str, ...], **kw: Any
-) -> AnomalyType:
-    return AnomalyType(name, "streams", summary, counts, example, **kw)
-
+_streams = partial(_of, "streams")
 
 STREAMS: Final = (
     _streams(
@@ -485,13 +477,9 @@ STREAMS: Final = (
 
 
 # ------------------------------------------------------------------------------------------
-# share workload (docs/anomalies.md, "share workload"): Kafka share groups (KIP-932), members
-# acquiring records under locks and acknowledging them. One checker, ``share``. A delivery in
-# an example is ``{"member", "partition", "offset", "count"}`` (the member's process id and
-# the delivery count the broker gave); a record is ``{"topic", "partition", "offset", "key",
-# "value"}`` of the output's final read. Every example names the input ``value`` it is about
-# first (so the report follows its journey) and ends with the ``ops`` involved: the
-# completions (or, for an op that never completed, the invocation) of the history it rests on.
+# share workload (docs/anomalies.md, "share workload"), KIP-932; checker ``share``. A delivery
+# is ``{"member", "partition", "offset", "count"}``; every example names its input ``value``
+# first and ends with the ``ops`` it rests on (an op that never completed: its invocation).
 
 
 def _share(name: str, summary: str, counts: str, fields: tuple[str, ...], **kw: Any) -> AnomalyType:
@@ -568,8 +556,7 @@ SHARE: Final = (
 )
 
 
-# ------------------------------------------------------------------------------------------
-
+# --- every type, for the look-ups -----------------------------------------------------------
 _ALL: Final = (*EOS, *EOS_NOTICES, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS, *SHARE)
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 

@@ -5,7 +5,9 @@ undo a toxic or nothing."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +30,13 @@ def verify(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         wait_for(predicate, timeout=timeout, what=what, interval=0.02, max_interval=0.2)
     except WaitTimeout:
         raise FaultError(f"not verified within {timeout:.0f}s: {what}") from None
+
+
+def resume(pid: int) -> None:
+    """SIGCONT to a client process a fault stopped (or had stop itself): the one way faults
+    resume one. A process already gone has nothing to resume."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
 
 
 def toxic_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from history.clientcontrol import ClientControl
 from nemeses.faults.base import (
     FaultError,
     processor,
+    resume,
     verify,
 )
 from nemeses.targets import (
@@ -31,8 +32,7 @@ def processor_pause_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str
 
 def processor_pause_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:
     pid = details["pid"]
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGCONT)
+    resume(pid)
     verify(lambda: process_state(pid) != "T", 10, f"pid {pid} resumed")
     return {"resumed": details["targets"]}
 
@@ -92,8 +92,8 @@ def roll_params(rng: random.Random, nodes: int, has_clients: bool) -> dict[str, 
 def _stop_pid(pid: int, sig: signal.Signals) -> None:
     """``sig`` to a process and wait until it is gone (SIGCONT first: a paused process cannot
     act on SIGTERM); one that has not stopped after ROLL_STOP_S is SIGKILLed."""
+    resume(pid)
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGCONT)
         os.kill(pid, sig)
     try:
         verify(lambda: process_state(pid) in (None, "Z"), ROLL_STOP_S, f"pid {pid} stopped")

@@ -28,15 +28,12 @@ is back; an affected one has already completed the transaction without them.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
 import time
 from typing import Any
 
 from common.procfs import process_state
-from nemeses.faults.base import FaultError, stop_at_moment, verify
+from nemeses.faults.base import FaultError, resume, stop_at_moment, verify
 from nemeses.targets import FaultContext, resolve_processor
 
 #: The controller fences a killed broker after ``broker.session.timeout.ms`` (9 s).
@@ -112,8 +109,7 @@ def _restore(ctx: FaultContext, undo: dict[str, Any]) -> None:
         cluster.set_topic_config(topic, "min.insync.replicas", None)
     finally:
         if undo.get("pid") is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(undo["pid"], signal.SIGCONT)
+            resume(undo["pid"])
 
 
 def leaderless_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,7 @@ paused, isolated or cut while the request is about to go out."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 from typing import Any
 
 from common.procfs import process_state
@@ -17,6 +15,7 @@ from nemeses.faults.base import (
     arm,
     disarm,
     hooks,
+    resume,
     stop_at_moment,
     verify,
 )
@@ -196,7 +195,7 @@ def coordinator_at_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
         else:
             applied = network.client_cut_start(ctx, sub)
     finally:
-        os.kill(pid, signal.SIGCONT)
+        resume(pid)
     return {
         **applied,
         "fault": fault,
