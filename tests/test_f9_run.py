@@ -10,30 +10,20 @@ no leader and completed it without the abort markers of ``eos-output-0`` and
 
 from __future__ import annotations
 
-import gzip
-import shutil
 from pathlib import Path
 
 import pytest
 
 from checkers.cli import EXIT_INVALID, check_run_dir
 from checkers.judge import judge_run_dir
+from tests.kept_runs import report_page, unpack
 
 DATA = Path(__file__).parent / "data" / "f9"
 
 
-def _unpacked(into: Path) -> Path:
-    (into / "evidence").mkdir(parents=True)
-    shutil.copy(DATA / "config.json", into / "config.json")
-    for name, dest in (("history", "history.jsonl"), ("logdump", "evidence/logdump.jsonl")):
-        with gzip.open(DATA / f"{name}.jsonl.gz", "rb") as src:
-            (into / dest).write_bytes(src.read())
-    return into
-
-
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    return _unpacked(tmp_path / "run")
+    return unpack(DATA, tmp_path / "run")
 
 
 def test_the_checkers_name_f9_on_the_kept_run(
@@ -58,20 +48,12 @@ def test_the_checkers_name_f9_on_the_kept_run(
 def test_the_report_says_kafka_broke_it_gives_the_remedy_and_names_a_broker_patch(
     tmp_path: Path,
 ) -> None:
-    import json
-
-    from harness.report import write_report
-
     run = tmp_path / "run"
-    run.mkdir()
-    result = judge_run_dir(_unpacked(tmp_path / "kept"), engine="python")
+    result = judge_run_dir(unpack(DATA, tmp_path / "kept"), engine="python")
     config = {"workload": "eos", "test_name": "f9", "kafka_version": "4.4.0"}
-    (run / "config.json").write_text(json.dumps(config))
-    (run / "results.json").write_text(json.dumps(result))
-    page = write_report(run).read_text()
+    page = report_page(run, config, result)
     assert 'id="known-f9"' in page and "Kafka, not the harness, broke exactly-once" in page
     assert "Remedy: once each partition has its leader back" in page
     assert 'id="broker-patch"' not in page
-    (run / "config.json").write_text(json.dumps({**config, "broker_patch": "kafka-20734"}))
-    page = write_report(run).read_text()
+    page = report_page(run, {**config, "broker_patch": "kafka-20734"}, result)
     assert 'brokers patched with <span id="broker-patch">kafka-20734</span>' in page
