@@ -10,6 +10,7 @@ went out was refused with INVALID_TXN_STATE instead of being fenced. Nothing was
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,13 +22,17 @@ from tests.kept_runs import report_page, unpack
 DATA = Path(__file__).parent / "data" / "f13"
 
 
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack(DATA, tmp_path_factory.mktemp("f13") / "run")
+
+
 def test_the_checkers_name_f13_on_the_kept_run_and_it_stays_valid(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kept: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = unpack(DATA, tmp_path / "run")
-    assert check_run_dir(run_dir, engine="python") == EXIT_VALID
+    assert check_run_dir(kept, engine="python") == EXIT_VALID
     assert "checkers: known finding F13: " in capsys.readouterr().err
-    result = judge_run_dir(run_dir, engine="python")
+    result = json.loads((kept / "results.json").read_text())  # what the check just wrote
     assert result["valid"] is True and result["bad_anomaly_types"] == []
     assert result["anomalies"] == {"invalid-state-commit": 1}
     (ex,) = result["checkers"]["invalid-state-commit"]["examples"]
@@ -36,8 +41,8 @@ def test_the_checkers_name_f13_on_the_kept_run_and_it_stays_valid(
     assert f13["id"] == "F13" and f13["kafka"] is True and f13["on_valid"] is True
 
 
-def test_the_report_says_exactly_once_held_beside_f13(tmp_path: Path) -> None:
-    result = judge_run_dir(unpack(DATA, tmp_path / "kept"), engine="python")
+def test_the_report_says_exactly_once_held_beside_f13(kept: Path, tmp_path: Path) -> None:
+    result = judge_run_dir(kept, engine="python")
     config = {"workload": "eos", "test_name": "f13", "kafka_version": "4.4.0"}
     page = report_page(tmp_path / "page", config, result)
     assert 'id="known-f13"' in page and "Exactly-once held" in page

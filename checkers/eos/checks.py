@@ -13,7 +13,6 @@ checker's result; :mod:`checkers.eos.run` runs them on a run directory.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -521,20 +520,20 @@ def _txns_of(fr: EosFrames, keys: set[tuple[int, int]]) -> dict[tuple[int, int],
 
 
 def check_invalid_state_commit(fr: EosFrames, max_examples: int) -> dict[str, Any]:
-    """Transactions whose commit was refused with INVALID_TXN_STATE (KAFKA-20785): the
-    ``info`` completions whose error names it, decided by
-    :func:`checkers.eos.results.invalid_state_commit`. They are a few per run at most (each
-    ends its processor), so they are collected whole."""
-    info = fr.txns.filter(F.col("done_type") == "info").select(
-        "instance", "txn_seq", "inv_index", "done_index"
+    """Transactions whose commit was refused with INVALID_TXN_STATE (KAFKA-20785): of the
+    ``info`` completions (a few per run: each ends its processor), those whose recorded
+    error :func:`checkers.eos.results.invalid_state_commit` counts."""
+    info = (
+        fr.txns.filter(F.col("done_type") == "info")
+        .select("instance", "txn_seq", "inv_index", "done_index")
+        .orderBy("done_index")
+        .collect()
     )
-    errors = fr.hist.filter(
-        F.col("error_json").contains(X.INVALID_TXN_STATE) & (F.coalesce("part", F.lit(0)) == 0)
-    ).select(F.col("index").alias("done_index"), "error_json")
+    ops = ops_at(fr, [r["done_index"] for r in info])
     made = []
-    for r in info.join(errors, "done_index").orderBy("done_index").collect():
-        idx = [i for i in (r["inv_index"], r["done_index"]) if i is not None]
-        error = json.loads(r["error_json"])
+    for r in info:
+        error = ops[r["done_index"]].get("error")
+        idx = [r["inv_index"], r["done_index"]]
         ex = X.invalid_state_commit(r["instance"], r["txn_seq"], error, idx)
         if ex is not None:
             made.append(ex)
