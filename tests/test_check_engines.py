@@ -371,10 +371,12 @@ def test_a_planted_connect_run_with_a_dump_gets_one_verdict_on_both_engines(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", [7])  # tests/test_share_checker.py holds the engines to more
+@pytest.mark.parametrize("seed", [7])
 def test_a_messy_share_run_gets_one_verdict_on_both_engines(
     spark: Any, tmp_path: Path, seed: int
 ) -> None:
+    """Every share type at once, examples included: the one comparison of the share
+    engines on a messy history (tests/test_share_checker.py plants them one by one)."""
     from tests.test_share_checker import messy
 
     both(messy(seed)(tmp_path / "src" / f"share-{seed}"), tmp_path)

@@ -601,16 +601,6 @@ def test_spark_and_the_reference_give_equal_results(spark: Any, tmp_path: Path, 
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed", [7])
-def test_spark_and_the_reference_agree_on_messy_histories(
-    spark: Any, tmp_path: Path, seed: int
-) -> None:
-    root = messy(seed)(tmp_path / "run")
-    py = check_share(root, engine="python", max_examples=3)
-    assert py == check_share(root, spark=spark, max_examples=3)
-
-
-@pytest.mark.spark
 def test_the_share_suite_judges_a_run_directory_on_spark(spark: Any, tmp_path: Path) -> None:
     root = planted(_accept_before_process)(tmp_path / "run")
     config = json.loads((root / "config.json").read_text())

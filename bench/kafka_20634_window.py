@@ -1,0 +1,208 @@
+"""KAFKA-20634's window on a real cluster: does a group coordinator that has just lost its
+``__consumer_offsets`` partitions apply the new leader's high watermark before it unloads,
+and is an acknowledged offset commit then lost?
+
+One run: a 3-node cluster (``offsets.commit.timeout.ms=30000``, so pending commits outlive
+the cut). Victim groups commit one offset at a time (synchronously, recording each
+acknowledgement); loader groups keep the coordinators busy with commits of many partitions.
+The broker that coordinates the most victims is cut from the controller quorum only (its
+controller port; replication still flows), so it keeps acting as coordinator while the
+controller fences it and moves its partitions. Late groups then commit through the new
+coordinators, so the new leaders write past the divergence point. The cut heals: the old
+coordinator becomes a follower, truncates, fetches, and unloads.
+
+Per run it prints: the ``__consumer_offsets`` partitions the old coordinator truncated
+before it started unloading them (the window open), its "HighWatermarkUpdate failed" lines
+(the bug's logged symptom: the new leader's high watermark passed the old coordinator's own
+writes), and victims whose committed offset afterwards is below an acknowledged commit
+(the harmful case), and where the brokers' logs are. Kafka 4.3.1 and 4.4.0 gate the callback
+(the fix); 4.3.0 does not.
+
+    .venv/bin/python bench/kafka_20634_window.py --kafka-version 4.3.0 [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from common.errors import HarnessError
+from harness.substrate.api import ClusterConfig
+from harness.substrate.backends import open_cluster
+from harness.substrate.process.network import CHAIN
+
+CONTROLLER_PORT = "9094"
+OFFSETS = "__consumer_offsets"
+_STAMP = r"^\[(\S+ \S+)\]"
+
+
+class Victims:
+    """Groups that each commit offsets 1, 2, 3... synchronously and record every answer."""
+
+    def __init__(self, boot: str, n: int) -> None:
+        self.boot, self.groups = boot, [f"victim-{i}" for i in range(n)]
+        self.acked: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._loop, args=(g,), daemon=True) for g in self.groups
+        ]
+
+    def _loop(self, group: str) -> None:
+        c = Consumer({"bootstrap.servers": self.boot, "group.id": group})
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                c.commit(offsets=[TopicPartition("t", 0, n)], asynchronous=False)
+                self.acked[group] = n
+            except KafkaException:
+                pass
+            time.sleep(0.02)
+        c.close()
+
+
+def _commit_loop(boot: str, groups: list[str], partitions: int, stop: threading.Event) -> None:
+    consumers = [Consumer({"bootstrap.servers": boot, "group.id": g}) for g in groups]
+    n = 0
+    while not stop.is_set():
+        n += 1
+        for c in consumers:
+            offsets = [TopicPartition("load", p, n) for p in range(partitions)]
+            with contextlib.suppress(KafkaException):
+                c.commit(offsets=offsets, asynchronous=True)
+            c.poll(0)
+        time.sleep(0.05)
+    for c in consumers:
+        c.close()
+
+
+def _late_commits(boot: str, groups: list[str], partitions: int) -> None:
+    """One commit of ``partitions`` offsets per group, through the new coordinators."""
+    for g in groups:
+        c = Consumer({"bootstrap.servers": boot, "group.id": g})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                c.commit(offsets=[TopicPartition("late", p, 1) for p in range(partitions)])
+                break
+            except KafkaException:  # the new coordinator still loading
+                time.sleep(0.1)
+        c.close()
+
+
+def _cut_controller(netns: str) -> None:
+    for flag in ("--dport", "--sport"):
+        rule = ["-A", CHAIN, "-p", "tcp", flag, CONTROLLER_PORT, "-j", "DROP"]
+        subprocess.run(["ip", "netns", "exec", netns, "iptables", "-w", *rule], check=True)
+
+
+def window(log: Path, since: str) -> tuple[list[int], int]:
+    """(partitions truncated before their unload started, HighWatermarkUpdate failures),
+    from the old coordinator's log lines stamped at or after ``since``."""
+    truncated: dict[int, str] = {}
+    unloading: dict[int, str] = {}
+    failed = 0
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.match(_STAMP, line)
+        if not m or m.group(1) < since:
+            continue
+        if "Execution of HighWatermarkUpdate failed" in line:
+            failed += 1
+        t = re.search(rf"Truncating partition {OFFSETS}-(\d+) ", line)
+        if t:
+            truncated.setdefault(int(t.group(1)), m.group(1))
+        u = re.search(rf"Started unloading metadata for {OFFSETS}-(\d+) ", line)
+        if u:
+            unloading.setdefault(int(u.group(1)), m.group(1))
+    opened = [p for p, at in truncated.items() if p in unloading and at < unloading[p]]
+    return sorted(opened), failed
+
+
+def one(version: str, cut_s: float) -> dict[str, object]:
+    cfg = ClusterConfig(
+        kafka_version=version,
+        dump_logs=False,  # the brokers' server.log files are what it reads; no segment dump
+        broker_settings={
+            "offsets.commit.timeout.ms": "30000",
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
+        },
+    )
+    with open_cluster(cfg, "process") as cl:
+        for topic, parts in (("t", 1), ("load", 100), ("late", 5)):
+            cl.ensure_topic(topic, parts, replication=1 if topic != "t" else None)
+        victims = Victims(cl.bootstrap, 40)
+        where = {g: cl.group_coordinator(g) for g in victims.groups}
+        target = Counter(where.values()).most_common(1)[0][0]
+        stop_load = threading.Event()
+        loaders = [f"load-{i}" for i in range(20)]
+        load = [
+            threading.Thread(
+                target=_commit_loop, args=(cl.bootstrap, group, 100, stop_load), daemon=True
+            )
+            for group in (loaders[0::3], loaders[1::3], loaders[2::3])
+        ]
+        for t in victims.threads + load:
+            t.start()
+        time.sleep(4)
+        _cut_controller(cl.net.node(target).netns)
+        t_cut = time.monotonic()
+        since = time.strftime("%Y-%m-%d %H:%M:%S")
+        moved = cl.coordinator_partition(OFFSETS, next(g for g, n in where.items() if n == target))
+        while cl.leader(OFFSETS, moved) in (target, None):
+            if time.monotonic() - t_cut > 60:
+                raise HarnessError(f"{OFFSETS}-{moved} did not move off node {target} in 60 s")
+            time.sleep(0.2)
+        boots = dict(zip(cl.node_ids(), cl.bootstrap.split(","), strict=True))
+        majority = ",".join(b for n, b in boots.items() if n != target)
+        _late_commits(majority, [f"late-{i}" for i in range(40)], 5)
+        time.sleep(max(0.0, cut_s - (time.monotonic() - t_cut)))
+        cl.heal()
+        victims.stop.set()
+        for t in victims.threads:
+            t.join()
+        stop_load.set()
+        for t in load:
+            t.join()
+        lost = []
+        for g, acked in victims.acked.items():
+            c = Consumer({"bootstrap.servers": cl.internal_bootstrap, "group.id": g})
+            got = c.committed([TopicPartition("t", 0)], timeout=20)[0].offset
+            c.close()
+            if got < acked:
+                lost.append((g, got, acked))
+        opened, failed = window(cl.dir / "nodes" / f"n{target}" / "server.log", since)
+    return {
+        "target": target,
+        "window": opened,
+        "hwm_failed": failed,
+        "lost": lost,
+        "logs": str(cl.dir / "nodes"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kafka-version", required=True)
+    p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--cut", type=float, default=18.0, help="seconds the cut lasts")
+    a = p.parse_args()
+    for i in range(a.runs):
+        try:
+            r = one(a.kafka_version, a.cut)
+        except HarnessError as e:
+            sys.exit(f"kafka_20634_window: {e}")
+        print(f"{a.kafka_version} run {i + 1}: {r}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
