@@ -12,7 +12,7 @@ coordinators, so the new leaders write past the divergence point. The cut heals:
 coordinator becomes a follower, truncates, fetches, and unloads.
 
 Per run it prints: the ``__consumer_offsets`` partitions the old coordinator truncated
-before it started unloading them (the window open), its "HighWatermarkUpdate failed" lines
+before it scheduled their unloading (the window open), its "HighWatermarkUpdate failed" lines
 (the bug's logged symptom: the new leader's high watermark passed the old coordinator's own
 writes), and victims whose committed offset afterwards is below an acknowledged commit
 (the harmful case), and where the brokers' logs are. Kafka 4.3.1 and 4.4.0 gate the callback
@@ -106,8 +106,10 @@ def _cut_controller(netns: str) -> None:
 
 
 def window(log: Path, since: str) -> tuple[list[int], int]:
-    """(partitions truncated before their unload started, HighWatermarkUpdate failures),
-    from the old coordinator's log lines stamped at or after ``since``."""
+    """(partitions truncated before their unload was scheduled, HighWatermarkUpdate
+    failures), from the old coordinator's log lines stamped at or after ``since``. The
+    unload runs on the coordinator's event loop after it is scheduled, so a truncation
+    before the scheduling lets the new leader's high watermark in first."""
     truncated: dict[int, str] = {}
     unloading: dict[int, str] = {}
     failed = 0
@@ -120,14 +122,14 @@ def window(log: Path, since: str) -> tuple[list[int], int]:
         t = re.search(rf"Truncating partition {OFFSETS}-(\d+) ", line)
         if t:
             truncated.setdefault(int(t.group(1)), m.group(1))
-        u = re.search(rf"Started unloading metadata for {OFFSETS}-(\d+) ", line)
+        u = re.search(rf"Scheduling unloading of metadata for {OFFSETS}-(\d+) ", line)
         if u:
             unloading.setdefault(int(u.group(1)), m.group(1))
     opened = [p for p, at in truncated.items() if p in unloading and at < unloading[p]]
     return sorted(opened), failed
 
 
-def one(version: str, cut_s: float) -> dict[str, object]:
+def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
     cfg = ClusterConfig(
         kafka_version=version,
         dump_logs=False,  # the brokers' server.log files are what it reads; no segment dump
@@ -138,7 +140,7 @@ def one(version: str, cut_s: float) -> dict[str, object]:
         },
     )
     with open_cluster(cfg, "process") as cl:
-        for topic, parts in (("t", 1), ("load", 100), ("late", 5)):
+        for topic, parts in (("t", 1), ("load", 100), ("late", late_partitions)):
             cl.ensure_topic(topic, parts, replication=1 if topic != "t" else None)
         victims = Victims(cl.bootstrap, 40)
         where = {g: cl.group_coordinator(g) for g in victims.groups}
@@ -164,7 +166,7 @@ def one(version: str, cut_s: float) -> dict[str, object]:
             time.sleep(0.2)
         boots = dict(zip(cl.node_ids(), cl.bootstrap.split(","), strict=True))
         majority = ",".join(b for n, b in boots.items() if n != target)
-        _late_commits(majority, [f"late-{i}" for i in range(40)], 5)
+        _late_commits(majority, [f"late-{i}" for i in range(40)], late_partitions)
         time.sleep(max(0.0, cut_s - (time.monotonic() - t_cut)))
         cl.heal()
         victims.stop.set()
@@ -195,10 +197,17 @@ def main() -> None:
     p.add_argument("--kafka-version", required=True)
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--cut", type=float, default=18.0, help="seconds the cut lasts")
+    p.add_argument(
+        "--late-partitions",
+        type=int,
+        default=5,
+        metavar="N",
+        help="offsets each late group commits: how far the new leaders write past the divergence",
+    )
     a = p.parse_args()
     for i in range(a.runs):
         try:
-            r = one(a.kafka_version, a.cut)
+            r = one(a.kafka_version, a.cut, a.late_partitions)
         except HarnessError as e:
             sys.exit(f"kafka_20634_window: {e}")
         print(f"{a.kafka_version} run {i + 1}: {r}", flush=True)
