@@ -36,11 +36,12 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from common.errors import HarnessError
+from common.waits import WaitTimeout, wait_for
 from harness.substrate.api import ClusterConfig
 from harness.substrate.backends import open_cluster
 from harness.substrate.process.network import CHAIN
+from harness.substrate.process.node import CONTROLLER_PORT
 
-CONTROLLER_PORT = "9094"
 OFFSETS = "__consumer_offsets"
 _STAMP = r"^\[(\S+ \S+)\]"
 
@@ -86,22 +87,25 @@ def _commit_loop(boot: str, groups: list[str], partitions: int, stop: threading.
 
 
 def _late_commits(boot: str, groups: list[str], partitions: int) -> None:
-    """One commit of ``partitions`` offsets per group, through the new coordinators."""
+    """One commit of ``partitions`` offsets per group, through the new coordinators, sent
+    asynchronously and left to the consumer's close. The rates in docs/findings.md were
+    measured so; acknowledging each commit before the next (``asynchronous=False``) slows
+    this phase, and the window then stayed shut in 10 of 10 runs on 4.3.0."""
+    offsets = [TopicPartition("late", p, 1) for p in range(partitions)]
     for g in groups:
         c = Consumer({"bootstrap.servers": boot, "group.id": g})
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                c.commit(offsets=[TopicPartition("late", p, 1) for p in range(partitions)])
-                break
-            except KafkaException:  # the new coordinator still loading
-                time.sleep(0.1)
+        # Queuing it raises while the client has no coordinator to send it to yet.
+        wait_for(
+            lambda c=c: c.commit(offsets=offsets, asynchronous=True) is None,
+            timeout=20,
+            what=f"{g}'s commit",
+        )
         c.close()
 
 
 def _cut_controller(netns: str) -> None:
     for flag in ("--dport", "--sport"):
-        rule = ["-A", CHAIN, "-p", "tcp", flag, CONTROLLER_PORT, "-j", "DROP"]
+        rule = ["-A", CHAIN, "-p", "tcp", flag, str(CONTROLLER_PORT), "-j", "DROP"]
         subprocess.run(["ip", "netns", "exec", netns, "iptables", "-w", *rule], check=True)
 
 
@@ -140,6 +144,8 @@ def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
         },
     )
     with open_cluster(cfg, "process") as cl:
+        if not cl.uses_netns:
+            raise HarnessError("the controller-only cut needs network namespaces (root)")
         for topic, parts in (("t", 1), ("load", 100), ("late", late_partitions)):
             cl.ensure_topic(topic, parts, replication=1 if topic != "t" else None)
         victims = Victims(cl.bootstrap, 40)
@@ -160,10 +166,11 @@ def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
         t_cut = time.monotonic()
         since = time.strftime("%Y-%m-%d %H:%M:%S")
         moved = cl.coordinator_partition(OFFSETS, next(g for g, n in where.items() if n == target))
-        while cl.leader(OFFSETS, moved) in (target, None):
-            if time.monotonic() - t_cut > 60:
-                raise HarnessError(f"{OFFSETS}-{moved} did not move off node {target} in 60 s")
-            time.sleep(0.2)
+        wait_for(
+            lambda: cl.leader(OFFSETS, moved) not in (target, None),
+            timeout=60,
+            what=f"{OFFSETS}-{moved} to move off node {target}",
+        )
         boots = dict(zip(cl.node_ids(), cl.bootstrap.split(","), strict=True))
         majority = ",".join(b for n, b in boots.items() if n != target)
         _late_commits(majority, [f"late-{i}" for i in range(40)], late_partitions)
@@ -208,7 +215,7 @@ def main() -> None:
     for i in range(a.runs):
         try:
             r = one(a.kafka_version, a.cut, a.late_partitions)
-        except HarnessError as e:
+        except (HarnessError, WaitTimeout) as e:
             sys.exit(f"kafka_20634_window: {e}")
         print(f"{a.kafka_version} run {i + 1}: {r}", flush=True)
 
