@@ -49,8 +49,8 @@ _STAMP = r"^\[(\S+ \S+)\]"
 class Victims:
     """Groups that each commit offsets 1, 2, 3... synchronously and record every answer."""
 
-    def __init__(self, boot: str, n: int) -> None:
-        self.boot, self.groups = boot, [f"victim-{i}" for i in range(n)]
+    def __init__(self, boot: str, groups: list[str]) -> None:
+        self.boot, self.groups = boot, groups
         self.acked: dict[str, int] = {}
         self.stop = threading.Event()
         self.threads = [
@@ -133,10 +133,19 @@ def window(log: Path, since: str) -> tuple[list[int], int]:
     return sorted(opened), failed
 
 
-def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
+def one(
+    version: str,
+    cut_s: float,
+    late_partitions: int,
+    load_partitions: int,
+    late_groups: int,
+    aim: bool,
+    patch: str | None = None,
+) -> dict[str, object]:
     cfg = ClusterConfig(
         kafka_version=version,
-        dump_logs=False,  # the brokers' server.log files are what it reads; no segment dump
+        dump_logs=False,
+        broker_patch=patch,  # the brokers' server.log files are what it reads; no segment dump
         broker_settings={
             "offsets.commit.timeout.ms": "30000",
             "broker.session.timeout.ms": "6000",
@@ -148,14 +157,30 @@ def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
             raise HarnessError("the controller-only cut needs network namespaces (root)")
         for topic, parts in (("t", 1), ("load", 100), ("late", late_partitions)):
             cl.ensure_topic(topic, parts, replication=1 if topic != "t" else None)
-        victims = Victims(cl.bootstrap, 40)
-        where = {g: cl.group_coordinator(g) for g in victims.groups}
+        leaders = {p: cl.leader(OFFSETS, p) for p in range(cl.partition_count(OFFSETS))}
+
+        def node_of(group: str) -> int | None:
+            return leaders[cl.coordinator_partition(OFFSETS, group)]
+
+        def named(prefix: str, n: int, where=lambda node: True) -> list[str]:
+            return [g for i in range(100 * n) if where(node_of(g := f"{prefix}-{i}"))][:n]
+
+        if aim:
+            target = leaders[0]
+            victims = Victims(cl.bootstrap, named("victim", 40, lambda n: n == target))
+            loaders = named("load", 20, lambda n: n != target)
+            late = named("late", late_groups, lambda n: n == target)
+        else:
+            victims = Victims(cl.bootstrap, named("victim", 40))
+            loaders, late = named("load", 20), named("late", late_groups)
+        where = {g: node_of(g) for g in victims.groups}
         target = Counter(where.values()).most_common(1)[0][0]
         stop_load = threading.Event()
-        loaders = [f"load-{i}" for i in range(20)]
         load = [
             threading.Thread(
-                target=_commit_loop, args=(cl.bootstrap, group, 100, stop_load), daemon=True
+                target=_commit_loop,
+                args=(cl.bootstrap, group, load_partitions, stop_load),
+                daemon=True,
             )
             for group in (loaders[0::3], loaders[1::3], loaders[2::3])
         ]
@@ -173,7 +198,7 @@ def one(version: str, cut_s: float, late_partitions: int) -> dict[str, object]:
         )
         boots = dict(zip(cl.node_ids(), cl.bootstrap.split(","), strict=True))
         majority = ",".join(b for n, b in boots.items() if n != target)
-        _late_commits(majority, [f"late-{i}" for i in range(40)], late_partitions)
+        _late_commits(majority, late, late_partitions)
         time.sleep(max(0.0, cut_s - (time.monotonic() - t_cut)))
         cl.heal()
         victims.stop.set()
@@ -211,10 +236,32 @@ def main() -> None:
         metavar="N",
         help="offsets each late group commits: how far the new leaders write past the divergence",
     )
+    p.add_argument(
+        "--load-partitions",
+        type=int,
+        default=100,
+        metavar="N",
+        help="offsets each loader group commits at a time (1: every write a batch of its own)",
+    )
+    p.add_argument("--late-groups", type=int, default=40, metavar="N")
+    p.add_argument(
+        "--aim",
+        action="store_true",
+        help="victims and late groups on the cut broker's partitions, loaders elsewhere",
+    )
+    p.add_argument("--broker-patch", default=None, metavar="NAME")
     a = p.parse_args()
     for i in range(a.runs):
         try:
-            r = one(a.kafka_version, a.cut, a.late_partitions)
+            r = one(
+                a.kafka_version,
+                a.cut,
+                a.late_partitions,
+                a.load_partitions,
+                a.late_groups,
+                a.aim,
+                a.broker_patch,
+            )
         except (HarnessError, WaitTimeout) as e:
             sys.exit(f"kafka_20634_window: {e}")
         print(f"{a.kafka_version} run {i + 1}: {r}", flush=True)

@@ -15,7 +15,7 @@ Public API::
     lookup(checker, name) -> AnomalyType | None     # checker: a result's key under "checkers"
     describe(name, checker=None) -> str             # one sentence for a reader
     found(result) -> list[(checker, name, count)]   # what a result reports, any checker's shape
-    EOS, EOS_NOTICES, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS, SHARE  # in order
+    EOS, EOS_NOTICES, EOS_PROGRESS, LOG_EVIDENCE, QUEUE, CONNECT, STREAMS, SHARE, OFFSETS
     names(types) -> tuple[str, ...]
 """
 
@@ -25,6 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
+
+# Counting what a result reports is the verdict's business; the report reads it here, with
+# the descriptions, so that it needs one module of the checkers (tests/test_architecture.py).
+from checkers.verdict import counts_of as counts_of
+from checkers.verdict import found as found
 
 
 @dataclass(frozen=True)
@@ -556,8 +561,23 @@ SHARE: Final = (
 )
 
 
+# ------------------------------------------------------------------------------------------
+# offsets workload (docs/anomalies.md, "offsets workload"): consumer groups committing offsets
+# and reading them back; checker ``offsets``. Its one rule needs no liveness type: a group
+# whose last commit was never read back is a note, not an anomaly.
+OFFSETS: Final = (
+    _of(
+        "offsets",
+        "lost-commit",
+        "an offset commit the group coordinator acknowledged, later read back lower (KAFKA-20634)",
+        "acknowledged commits (group, topic, partition, offset) read back lower",
+        ("values", "group", "topic", "partition", "acknowledged_offset", "read_offset", "ops"),
+    ),
+)
+
 # --- every type, for the look-ups -----------------------------------------------------------
-_ALL: Final = (*EOS, *EOS_NOTICES, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS, *SHARE)
+_ALL: Final = (*EOS, *EOS_NOTICES, EOS_PROGRESS, *LOG_EVIDENCE, *QUEUE, *CONNECT, *STREAMS,
+               *SHARE, *OFFSETS)  # fmt: skip
 _BY_KEY: Final = {(t.checker, t.name): t for t in _ALL}
 
 
@@ -569,32 +589,9 @@ def lookup(checker: str, name: str) -> AnomalyType | None:
 
 def describe(name: str, checker: str | None = None) -> str:
     """One sentence for the anomaly type ``name`` (of ``checker`` if given; else the first
-    definition of the name, in the order eos, log evidence, queue, connect, streams, share)."""
+    definition of the name, in the order eos, log evidence, queue, connect, streams, share,
+    offsets)."""
     if checker is not None:
         t = lookup(checker, name)
         return t.summary if t is not None else ""
     return next((t.summary for t in _ALL if t.name == name), "")
-
-
-def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """``(checker, type, count)`` for every type a result reports with a count above zero,
-    from any result: one checker's (``checker`` and ``anomalies``), a family's or the run's
-    (``checkers``: each an ``anomalies`` map or, for an eos check, its own ``count``)."""
-    checkers = result.get("checkers")
-    if not isinstance(checkers, dict):
-        checkers = {str(result.get("checker", "")): result}
-    out = []
-    for checker, r in checkers.items():
-        if not isinstance(r, dict):
-            continue
-        counts = r.get("anomalies")
-        if not isinstance(counts, dict):
-            counts = {checker: r.get("count")} if r.get("valid") is False else {}
-        out += [(checker, t, n) for t, n in counts.items() if isinstance(n, int) and n > 0]
-    return sorted(out)
-
-
-def counts_of(checker: str, result: dict[str, Any]) -> dict[str, int]:
-    """Type -> count (above zero) of one checker's result, read as :func:`found` reads it,
-    so the report's table, its headings, the summary table and the runs index agree."""
-    return {t: n for _, t, n in found({"checkers": {checker: result}})}

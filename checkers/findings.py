@@ -127,6 +127,19 @@ def _f13(verdict: dict[str, Any]) -> list[str]:
     ]
 
 
+def _f14(verdict: dict[str, Any]) -> list[str]:
+    """Acknowledged offset commits read back lower (``lost-commit``): KAFKA-20634."""
+    res = (verdict.get("checkers") or {}).get("offsets") or {}
+    exs = ((res.get("examples") or {}) if isinstance(res, dict) else {}).get("lost-commit")
+    return [
+        f"group {e.get('group')} was told its commit of offset {e.get('acknowledged_offset')} "
+        f"on {e.get('topic')}-{e.get('partition')} succeeded, and its committed offset read "
+        f"{e.get('read_offset')} afterwards"
+        for e in (exs if isinstance(exs, list) else [])
+        if isinstance(e, dict)
+    ]
+
+
 KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "F5",
@@ -164,6 +177,17 @@ KNOWN: tuple[KnownFinding, ...] = (
         "thread dies of it and is replaced); nothing committed is lost, and Kafka's fix "
         "(apache/kafka#23204) answers PRODUCER_FENCED",
         on_valid=True,
+    ),
+    KnownFinding(
+        "F14",
+        "a group coordinator whose __consumer_offsets partition moved away acknowledges "
+        "offset commits it then loses (KAFKA-20634, Kafka 4.x before 4.3.1)",
+        _f14,
+        kafka=True,
+        remedy="upgrade the brokers to 4.3.1 or later; a group that lost a commit resumes "
+        "from its previous committed offset and processes those records again, so there is "
+        "nothing to repair, but a consumer that relies on commitSync for exactly-once "
+        "bookkeeping of its own must expect it",
     ),
 )
 

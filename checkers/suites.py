@@ -13,8 +13,8 @@ Two engines: ``run`` judges on Spark (it scales to any run); ``python``, where a
 plain-Python reference is held by its tests to give the *whole* same partial verdict,
 examples included, judges a small run without starting a JVM (:class:`checkers.judge.Judgement`
 chooses). Every suite's Spark engine has such a twin: eos (``checkers.eos.pyref``), connect,
-streams, share and the broker-log evidence (``checkers.logs.pyref.check_evidence_py``); the
-queue suite has no Spark engine at all.
+streams, share, offsets and the broker-log evidence (``checkers.logs.pyref.check_evidence_py``);
+the queue suite has no Spark engine at all.
 """
 
 from __future__ import annotations
@@ -207,6 +207,21 @@ def _share_run(ctx: RunContext, engine: str = SPARK) -> dict[str, Any]:
     return {"checkers": {"share": result}}
 
 
+def _offsets_run(ctx: RunContext, engine: str = SPARK) -> dict[str, Any]:
+    """The offsets checker (KAFKA-20634's acknowledged commits read back lower) as one checker
+    named ``offsets``, by ``engine``; it judges by no option, ``variant`` is only shown."""
+    from checkers.offsets.run import check_offsets
+
+    result = check_offsets(
+        ctx.run_dir,
+        spark=ctx.spark,
+        max_examples=ctx.max_examples,
+        engine=engine,
+        options=ctx.workload_options or None,
+    )
+    return {"checkers": {"offsets": result}}
+
+
 #: The broker-log evidence: judged on every run that has a log dump.
 EVIDENCE = RunDirCheck(
     "log_evidence",
@@ -226,6 +241,9 @@ SUITES: dict[str, RunDirCheck] = {
         "streams", _has_history, _streams_run, python=lambda c: _streams_run(c, PYTHON)
     ),
     "share": RunDirCheck("share", _has_history, _share_run, python=lambda c: _share_run(c, PYTHON)),
+    "offsets": RunDirCheck(
+        "offsets", _has_history, _offsets_run, python=lambda c: _offsets_run(c, PYTHON)
+    ),
 }
 
 

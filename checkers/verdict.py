@@ -1,7 +1,10 @@
-"""What every checker's result shares: how results combine into one verdict.
+"""What every checker's result shares: how results combine into one verdict, and how the
+anomalies one reports are read back from it whatever its shape (:func:`found`).
 
 A verdict is ``valid: true``, ``false`` or ``"unknown"`` (the checks could not run); one
 invalid result makes the whole invalid, an unknown one makes a valid whole unknown.
+``found`` and ``counts_of`` are read through :mod:`checkers.anomalies`, beside the types'
+descriptions, by the report and the run's summary.
 """
 
 from __future__ import annotations
@@ -60,3 +63,27 @@ def checker_result(
     if notes:
         out["notes"] = list(notes)
     return out
+
+
+def found(result: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(checker, type, count)`` for every type a result reports with a count above zero,
+    from any result: one checker's (``checker`` and ``anomalies``), a family's or the run's
+    (``checkers``: each an ``anomalies`` map or, for an eos check, its own ``count``)."""
+    checkers = result.get("checkers")
+    if not isinstance(checkers, dict):
+        checkers = {str(result.get("checker", "")): result}
+    out = []
+    for checker, r in checkers.items():
+        if not isinstance(r, dict):
+            continue
+        counts = r.get("anomalies")
+        if not isinstance(counts, dict):
+            counts = {checker: r.get("count")} if r.get("valid") is False else {}
+        out += [(checker, t, n) for t, n in counts.items() if isinstance(n, int) and n > 0]
+    return sorted(out)
+
+
+def counts_of(checker: str, result: dict[str, Any]) -> dict[str, int]:
+    """Type -> count (above zero) of one checker's result, read as :func:`found` reads it,
+    so the report's table, its headings, the summary table and the runs index agree."""
+    return {t: n for _, t, n in found({"checkers": {checker: result}})}

@@ -327,3 +327,39 @@ def test_a_rollback_while_the_partitions_have_no_leader_is_named_f9(
     assert {"hanging-transaction", "lost"} <= set(verdict["bad_anomaly_types"]), _explain(
         verdict, result, report
     )
+
+
+def test_acknowledged_commits_read_back_after_a_controller_cut(scenario, kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The offsets workload under ``controller-cut`` (KAFKA-20634's shape): the broker that
+    coordinates most of the committers' groups is cut from the controllers alone, its
+    offsets partitions move, fresh groups write past the divergence, the cut heals. The
+    fault must have taken (a partition moved, late groups committed), and on a Kafka with
+    the fix (4.3.1 on, or the classic coordinator of 3.x) every acknowledged commit reads
+    back: valid. 4.3.0 may lose one, rarely (docs/findings.md)."""
+    import json
+
+    from harness.kafka.versions import KafkaVersion
+
+    verdict, result, report = scenario(
+        "offsets",
+        "offsets-controller-cut",
+        nemesis="controller-cut",
+        time_limit=24,
+        interval=4,
+        duration=16,
+        correct=False,
+        groups=6,
+    )
+    executed = json.loads((result.run_dir / "schedule.json").read_text())["executed"]
+    assert [f.get("error") for f in executed] == [None], executed  # the fault took
+    with open(result.run_dir / "history.jsonl", encoding="utf-8") as fh:
+        started = [
+            op["value"]
+            for op in map(json.loads, fh)
+            if op.get("process") == "nemesis" and op.get("f") == "start" and op["type"] == "ok"
+        ]
+    assert started and started[0]["moved"] and started[0]["late_groups"] > 0, started
+    version = kafka_cluster.install.version
+    if KafkaVersion("4.0.0") <= version < KafkaVersion("4.3.1"):
+        return
+    assert verdict["valid"] is True, _explain(verdict, result, report)

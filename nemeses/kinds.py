@@ -27,6 +27,7 @@ from nemeses.faults import (
     leaderless,
     moments,
     network,
+    quorum,
     topics,
 )
 from nemeses.faults.base import Action
@@ -257,6 +258,20 @@ KINDS: dict[str, FaultKind] = {
             "moved to one broker that is not its coordinator, have no leader (that broker "
             "killed) when its transaction times out (Kafka 4.3 on skips the abort markers: "
             "finding F9)",
+        ),
+        FaultKind(
+            "controller-cut",
+            quorum.controller_cut_params,
+            quorum.controller_cut_start,
+            quorum.controller_cut_stop,
+            needs=("network",),
+            needs_netns=True,
+            needs_clients=True,
+            bug_probe=True,
+            description="the broker coordinating most of the clients' groups cut from the "
+            "controllers alone (its controller port), its offsets partitions moved, fresh "
+            "groups committing past the divergence through the other brokers (Kafka 4.3.0 "
+            "acknowledges commits it then loses: KAFKA-20634)",
         ),
         FaultKind(
             "add-partitions",

@@ -120,6 +120,25 @@ RECIPES: dict[str, Recipe] = {
             with_flags=("--client java",),
         ),
         Recipe(
+            name="kafka-20634",
+            description="the broker coordinating most of the committers' groups cut from the "
+            "controllers alone while their commits are pending, a fresh group per moved "
+            "offsets partition writing past the divergence, healed 16-20 s after the cut; with "
+            "--broker-patch resignation-delay the broker then applies the new leader's high "
+            "watermark before it unloads: Kafka 4.x before 4.3.1 acknowledges commits it "
+            "loses (KAFKA-20634)",
+            kinds=("controller-cut",),
+            interval=6.0,
+            # From the cut: the move takes 10-15 s, then the commits wait a few seconds.
+            duration_range=(16.0, 20.0),
+            with_flags=(
+                "--workload offsets",
+                "--offsets-groups 24",
+                "--broker-patch resignation-delay",
+                "--broker-config offsets.commit.timeout.ms=30000",
+            ),
+        ),
+        Recipe(
             name="kafka-20742",
             description="partitions added to a share group's input topic under load, one or "
             "two every ~12 s: with share.auto.offset.reset=latest an affected broker starts "

@@ -190,7 +190,7 @@ def test_substrate_and_report_import_only_their_narrow_share(graph: dict[str, se
     assert not wrong, "imports beyond the room's narrow share:\n" + "\n".join(sorted(wrong))
 
 
-CHECKER_FAMILIES = ("eos", "queue", "connect", "logs", "streams", "share")
+CHECKER_FAMILIES = ("eos", "queue", "connect", "logs", "streams", "share", "offsets")
 #: The shared top's modules that compose the families.
 CHECKER_COMPOSERS = {"checkers.suites", "checkers.cli"}
 

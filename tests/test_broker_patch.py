@@ -56,7 +56,10 @@ def test_the_patch_answers_no_node_for_a_known_leaderless_partition(
 
 
 def test_a_patch_is_refused_by_name_and_by_version_with_one_line() -> None:
-    with pytest.raises(HarnessError, match=r"unknown --broker-patch 'nope' \(known: kafka-20734\)"):
+    with pytest.raises(
+        HarnessError,
+        match=r"unknown --broker-patch 'nope' \(known: kafka-20734, resignation-delay\)",
+    ):
         brokerpatch.check("nope", KafkaVersion("4.4.0"))
     with pytest.raises(HarnessError, match=r"rewrites code of Kafka 4\.3\.0 on, not 4\.2\.2"):
         brokerpatch.check("kafka-20734", KafkaVersion("4.2.2"))

@@ -131,10 +131,11 @@ def _no_master(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_checks_with_a_python_engine_are_those_held_equal_to_spark() -> None:
     """Each family whose tests compare its engines' whole results (tests/test_eos_checks.py,
     test_log_evidence.py, test_connect_checker.py, test_streams_checks.py,
-    test_share_checker.py, and the judgements below); the queue suite has no Spark engine."""
+    test_share_checker.py, test_offsets_checker.py, and the judgements below); the queue suite
+    has no Spark engine."""
     checks = [suites.EVIDENCE, *suites.SUITES.values()]
     with_python = {c.name for c in checks if c.python is not None}
-    assert with_python == {"log_evidence", "eos", "connect", "streams", "share"}
+    assert with_python == {"log_evidence", "eos", "connect", "streams", "share", "offsets"}
     assert not suites.SUITES["queue"].spark
 
 

@@ -107,6 +107,13 @@ def _share(tmp_path: Path) -> Any:
     return ShareWorkload(ShareOptions(topic="t"), _cluster(tmp_path), tmp_path, time_limit=30)
 
 
+def _offsets(tmp_path: Path) -> Any:
+    from workloads.offsets.options import OffsetsOptions
+    from workloads.offsets.supervisor import OffsetsWorkload
+
+    return OffsetsWorkload(OffsetsOptions(topic="t"), _cluster(tmp_path), tmp_path, time_limit=30)
+
+
 #: Each workload package's supervisor, made without a cluster (nothing is started).
 SUPERVISORS: dict[str, Callable[[Path], Any]] = {
     "eos": _eos,
@@ -114,6 +121,7 @@ SUPERVISORS: dict[str, Callable[[Path], Any]] = {
     "connect": _connect,
     "queue": _queue,
     "share": _share,
+    "offsets": _offsets,
 }
 
 
@@ -171,6 +179,7 @@ def test_abilities_are_the_workload_s_own(tmp_path: Path) -> None:
         "connect": (False, False, ("leader", "task-worker"), 30.0),
         "queue": (False, False, (), None),
         "share": (True, False, (), None),
+        "offsets": (False, False, (), None),
     }
 
 

@@ -157,6 +157,7 @@ def test_all_skips_hook_kinds_for_clients_without_hooks_and_says_why() -> None:
         "late-produce",
         "leaderless-marker",
         "add-partitions",
+        "controller-cut",
     }
     assert "known Kafka bug" in skipped["late-endtxn"]
     assert "hook points" in skipped["pause-at"]

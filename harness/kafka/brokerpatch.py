@@ -1,7 +1,11 @@
-"""Patched brokers: a fix that Kafka has not released, given to a broker as a Java agent.
+"""Patched brokers: a fix that Kafka has not released, or a delay that opens a race's window,
+given to a broker as a Java agent.
 
 A finding in Kafka itself is only half proven by the versions where it strikes: the other
-half is a broker that differs by the fix alone and does not fail under the same faults. The
+half is a broker that differs by the fix alone and does not fail under the same faults. A
+race inside one broker is hard to aim at from outside: a delay at one call (the broker slow
+to give up a coordinator) opens its window every time, and what then happens is the
+release's own code, so the versions with and without the fix can be told apart. The
 harness runs the released jars unchanged and adds, with ``--broker-patch NAME``, a Java
 agent of the project's own (``harness/kafka/patches/<name>``) that rewrites one method of
 one Kafka class as the broker loads it (with ASM, resolved from Maven Central). The agent
@@ -56,6 +60,15 @@ PATCHES: dict[str, BrokerPatch] = {
             agent_class="kafkaharness.patches.NoNodeForLeaderlessPartitions",
             directory="kafka_20734",
             since="4.3.0",
+        ),
+        BrokerPatch(
+            name="resignation-delay",
+            description="GroupCoordinatorService.onResignation sleeps 500 ms before it runs: a "
+            "broker slow to unload a coordinator whose partition moved away, as a busy CPU "
+            "or a GC pause makes it (opens KAFKA-20634's window every time; no fix)",
+            agent_class="kafkaharness.patches.DelayedResignation",
+            directory="resignation_delay",
+            since="4.0.0",
         ),
     )
 }

@@ -40,7 +40,7 @@ class RunOptions:
     replication_factor: int | None = None
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
-    #: ``--broker-patch``: a fix given to every broker (``harness.kafka.brokerpatch``).
+    #: ``--broker-patch``: a fix or a delay given to every broker (``harness.kafka.brokerpatch``).
     broker_patch: str | None = None
     #: ``--security``: plaintext, tls or sasl_ssl (``harness.kafka.security``).
     security: str = "plaintext"

@@ -23,6 +23,7 @@ from workloads import client_registry
 from workloads.connect import driver as connect
 from workloads.drive import Workload
 from workloads.eos import driver as eos
+from workloads.offsets import driver as offsets
 from workloads.queue import driver as queue
 from workloads.share import driver as share
 from workloads.spec import Option, WorkloadOptions, WorkloadSpec
@@ -34,6 +35,7 @@ BUILTIN: tuple[Workload, ...] = (
     connect.WORKLOAD,
     streams.WORKLOAD,
     share.WORKLOAD,
+    offsets.WORKLOAD,
 )
 
 _REGISTRY: dict[str, Workload] = {w.name: w for w in BUILTIN}

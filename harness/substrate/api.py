@@ -113,7 +113,7 @@ class ClusterConfig:
     replication_factor: int | None = None
     #: ``min.insync.replicas`` of the same topics (None: ``min(2, replication factor)``).
     min_insync_replicas: int | None = None
-    #: ``--broker-patch``: a fix given to every broker as a Java agent
+    #: ``--broker-patch``: a fix or a delay given to every broker as a Java agent
     #: (``harness.kafka.brokerpatch``); the process backend only.
     broker_patch: str | None = None
     #: The SSH backend's hosts file (``harness.substrate.ssh.hosts``); other backends ignore it.
@@ -266,8 +266,9 @@ def add_shape_arguments(p: argparse.ArgumentParser) -> None:
         "--broker-patch",
         default=None,
         metavar="NAME",
-        help="run the brokers with a fix Kafka has not released, as a Java agent (process "
-        f"backend): {'; '.join(f'{n}: {b.description}' for n, b in PATCHES.items())}",
+        help="run the brokers with a fix Kafka has not released, or a delay that opens a race's "
+        "window, as a Java agent (process backend): "
+        + "; ".join(f"{n}: {b.description}" for n, b in PATCHES.items()),
     )
 
 

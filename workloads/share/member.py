@@ -16,7 +16,6 @@ Exit status: 0 SIGTERM or time limit, 2 bad configuration, 3 the clients could n
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -29,7 +28,8 @@ from typing import Any
 
 from history import Recorder
 from workloads.clientinfo import error_info, warn
-from workloads.share.options import EXIT_BAD_CONFIG, EXIT_INIT, EXIT_OK, EXIT_ORPHANED
+from workloads.clientmain import run_client
+from workloads.share.options import EXIT_OK, EXIT_ORPHANED
 
 #: The keys of a member's ``--config`` (unknown keys are ignored, so a newer harness can add
 #: some; a missing one is a bad configuration).
@@ -308,31 +308,8 @@ def _code(err: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.share.member")
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args(argv)
-    try:
-        cfg = json.loads(args.config)
-        missing = [k for k in REQUIRED if k not in cfg]
-        if missing:
-            raise ValueError(f"missing {', '.join(missing)}")
-    except ValueError as exc:
-        print(f"share member: bad --config: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    try:
-        member = Member(cfg)
-    except Exception as exc:
-        print(f"share member: could not start: {exc}", file=sys.stderr)
-        return EXIT_INIT
-
-    def stop(_signum: int, _frame: Any) -> None:
-        member.stopping = "sigterm"
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        return member.run()
-    finally:
-        member.close()
+    prog = "python -m workloads.share.member"
+    return run_client(argv, prog, "share member", REQUIRED, Member)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,9 @@ ISOLATIONS: Final = ("read_committed", "read_uncommitted")
 #: Where a share partition starts when it is initialised (``share.auto.offset.reset``).
 OFFSET_RESETS: Final = ("earliest", "latest")
 
-#: A member's exit statuses: 0 SIGTERM or time limit, 2 bad configuration, 3 the client could
-#: not start, 7 the supervisor went away.
+#: A member's exit statuses: 0 SIGTERM or time limit, 7 the supervisor went away (2, a bad
+#: configuration, and 3, a client that could not start: ``workloads.clientmain``).
 EXIT_OK: Final = 0
-EXIT_BAD_CONFIG: Final = 2
-EXIT_INIT: Final = 3
 EXIT_ORPHANED: Final = 7
 
 #: The share group's dynamic settings the harness sets before a member joins, by option.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from common.errors import HarnessError
 from harness.substrate.abilities.nodes import N, Nodes
 
 
@@ -23,6 +24,21 @@ class NetworkCuts(Nodes[N]):
 
     def _cut_links(self, groups: tuple[list[int], ...]) -> None:
         raise NotImplementedError
+
+    def cut_controller(self, node_id: int) -> None:
+        """Cut ``node_id`` from the controller quorum alone: its controller port dropped
+        both ways, while replication and the clients' traffic still flow (the controller
+        fences it and moves its partitions; it goes on acting as their leader). Undone by
+        :meth:`heal`."""
+        self.node(node_id)
+        self._cut_controller_link(node_id)
+        self._cut.add(node_id)  # its metadata goes stale
+
+    def _cut_controller_link(self, node_id: int) -> None:
+        raise HarnessError(
+            f"the {getattr(self, 'backend', 'this')} backend cannot cut a node from the "
+            "controllers alone (the process backend can)"
+        )
 
     def isolate(self, node_id: int) -> None:
         others = [n.node_id for n in self.nodes if n.node_id != node_id]

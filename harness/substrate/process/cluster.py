@@ -37,7 +37,7 @@ from harness.substrate.process.network import (
     namespaces_available,
     subnet_in_use,
 )
-from harness.substrate.process.node import INTERNAL_PORT, KafkaNode
+from harness.substrate.process.node import CONTROLLER_PORT, INTERNAL_PORT, KafkaNode
 from harness.substrate.runstate import (
     acquire_slot,
     kill_run_processes,
@@ -246,6 +246,11 @@ class Cluster(ClusterBase[KafkaNode]):
                 for a in g:
                     for b in h:
                         self.net.cut(a, b)
+
+    def _cut_controller_link(self, node_id: int) -> None:
+        """iptables rules on the controller port inside the node's namespace."""
+        assert self.net is not None
+        self.net.cut_port(node_id, CONTROLLER_PORT)
 
     def _heal_links(self) -> None:
         if self.net is not None:

@@ -144,6 +144,14 @@ class BridgeNetwork:
             _sh([*ipt, "-s", peer_ip, "-j", "DROP"])
             _sh([*ipt, "-d", peer_ip, "-j", "DROP"])
 
+    def cut_port(self, node_id: int, port: int) -> None:
+        """Drop TCP to and from ``port`` in node ``node_id``'s namespace (healed with the
+        partitions)."""
+        ns = self.node(node_id).netns
+        for flag in ("--dport", "--sport"):
+            rule = ["-A", CHAIN, "-p", "tcp", flag, str(port), "-j", "DROP"]
+            _sh(["ip", "netns", "exec", ns, "iptables", "-w", *rule])
+
     def heal(self) -> None:
         for node in self.nodes:
             _sh(["ip", "netns", "exec", node.netns, "iptables", "-w", "-F", CHAIN], check=False)
@@ -198,6 +206,9 @@ class LoopbackNetwork:
 
     def cut(self, a: int, b: int) -> None:
         raise HarnessError("partitions need network namespaces (run as root); loopback mode")
+
+    def cut_port(self, node_id: int, port: int) -> None:
+        raise HarnessError("cuts need network namespaces (run as root); loopback mode")
 
     def heal(self) -> None:
         pass

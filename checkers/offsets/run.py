@@ -1,0 +1,121 @@
+"""The offsets checker on a run directory: read the facts, judge them on Spark.
+
+Public API::
+
+    check_offsets(run_dir, spark=None, max_examples=8, engine="spark", options=None) -> dict
+        {"checker": "offsets", "valid": bool | "unknown", "anomalies": {type: count},
+         "examples": {type: [...]}, "stats", "notes"}
+
+``engine="python"`` judges with the reference instead (the tests hold the two to the whole
+same result); ``options`` are the run's workload options (``config.json``), else the history
+header's. A malformed history raises :class:`history.logdump.CheckerInputError` (one line);
+a history with no committer op, or a Spark failure, gives ``valid: "unknown"`` with ``error``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from checkers.offsets import pyref
+from checkers.offsets import results as R
+from checkers.offsets import spark as spark_engine
+from checkers.offsets.facts import Key, OffsetsFacts, ops_of, read_facts
+from checkers.spark import spark_error, spark_session
+from checkers.suites import PYTHON, SPARK
+from history.logdump import CheckerInputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["check_offsets", "judge_facts"]
+
+#: How many of the groups never read back the note names.
+NAMED_UNREAD = 10
+
+
+def unread_groups(facts: OffsetsFacts) -> list[str]:
+    """The groups with a partition whose last acknowledged commit no ``ok`` read was invoked
+    after: had that commit been lost, nothing in the history could show it (the committer
+    died, or its final read failed)."""
+    last: dict[Key, int] = {}
+    for group, topic, partition, _offset, _invoke, done in facts.acknowledged():
+        last[(group, topic, partition)] = max(done, last.get((group, topic, partition), -1))
+    latest: dict[Key, int] = {}
+    for group, topic, partition, _offset, invoke, _done in facts.reads:
+        latest[(group, topic, partition)] = max(invoke, latest.get((group, topic, partition), -1))
+    return sorted({key[0] for key, done in last.items() if latest.get(key, -1) < done})
+
+
+def figures(facts: OffsetsFacts, unread: list[str]) -> dict[str, Any]:
+    """What the committers did, counted, not judged."""
+    outcomes = Counter(c[6] for c in facts.commits)
+    return {
+        "commits_acknowledged": outcomes.get("ok", 0),
+        "commits_unknown": outcomes.get("info", 0),
+        "commits_refused": outcomes.get("fail", 0),
+        "reads_ok": len(facts.reads),
+        "groups": len(facts.groups),
+        "unread": len(unread),
+        "variant": facts.options.get("variant"),
+    }
+
+
+def _unread_note(unread: list[str]) -> str:
+    named = ", ".join(unread[:NAMED_UNREAD]) + (", ..." if len(unread) > NAMED_UNREAD else "")
+    whose = "group's" if len(unread) == 1 else "groups'"
+    return (
+        f"{len(unread)} {whose} last acknowledged commit was never read back, so its loss "
+        f"could not show: {named}"
+    )
+
+
+def judge_facts(
+    facts: OffsetsFacts,
+    *,
+    spark: SparkSession | None = None,
+    max_examples: int = 8,
+    engine: str = SPARK,
+) -> dict[str, Any]:
+    """The verdict on ``facts`` by one engine (Spark in a session of its own when none is
+    given). The figures and notes are the facts', whichever engine judges; a Spark failure
+    leaves the verdict unknown, while a failure of the reference is raised (a bug there is
+    no reason to doubt the run, and the judgement then asks Spark: :mod:`checkers.judge`)."""
+    if type(max_examples) is not int or max_examples < 0:
+        raise ValueError("max_examples must be a non-negative integer")
+    if engine not in (SPARK, PYTHON):
+        raise ValueError(f"no engine named {engine!r}")
+    unread = unread_groups(facts)
+    stats = figures(facts, unread)
+    notes = list(facts.notes) + ([_unread_note(unread)] if unread else [])
+    if not facts.groups:
+        return R.result(None, stats, notes, max_examples, R.NO_COMMITTERS)
+    if engine == PYTHON:
+        counts = pyref.judge(facts, max_examples)
+    else:
+        try:
+            if spark is None:
+                with spark_session() as session:
+                    counts = spark_engine.judge(session, facts, max_examples)
+            else:
+                counts = spark_engine.judge(spark, facts, max_examples)
+        except Exception as e:
+            return R.result(None, stats, notes, max_examples, str(spark_error(e)))
+    out = R.result(counts, stats, notes, max_examples)
+    return R.with_ops(out, lambda wanted: ops_of(facts.path, wanted))
+
+
+def check_offsets(
+    run_dir: str | Path,
+    spark: SparkSession | None = None,
+    max_examples: int = 8,
+    engine: str = SPARK,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The offsets checker on a stored run (its ``history.jsonl``)."""
+    history = Path(run_dir) / "history.jsonl"
+    if not history.is_file():
+        raise CheckerInputError(f"{history}: no such history")
+    facts = read_facts(history, options)
+    return judge_facts(facts, spark=spark, max_examples=max_examples, engine=engine)
