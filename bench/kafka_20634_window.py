@@ -18,7 +18,13 @@ writes), and victims whose committed offset afterwards is below an acknowledged 
 (the harmful case), and where the brokers' logs are. Kafka 4.3.1 and 4.4.0 gate the callback
 (the fix); 4.3.0 does not.
 
-    .venv/bin/python bench/kafka_20634_window.py --kafka-version 4.3.0 [--runs 3]
+Left to itself the window opens seldom (finding F14 in docs/findings.md). ``--aim`` puts
+every victim and late group on the cut broker's partitions and the loaders elsewhere, and
+``--broker-patch resignation-delay`` makes the brokers slow to unload a coordinator, which
+opens the window every time:
+
+    .venv/bin/python bench/kafka_20634_window.py --kafka-version 4.3.0 --runs 4 \
+        --broker-patch resignation-delay --aim --late-partitions 1 --late-groups 12
 """
 
 from __future__ import annotations

@@ -344,11 +344,12 @@ def test_acknowledged_commits_read_back_after_a_controller_cut(scenario, kafka_c
         "offsets",
         "offsets-controller-cut",
         nemesis="controller-cut",
-        time_limit=24,
+        time_limit=20,
         interval=4,
         duration=16,
         correct=False,
         groups=6,
+        one_coordinator=True,
     )
     executed = json.loads((result.run_dir / "schedule.json").read_text())["executed"]
     assert [f.get("error") for f in executed] == [None], executed  # the fault took

@@ -134,8 +134,10 @@ RECIPES: dict[str, Recipe] = {
             with_flags=(
                 "--workload offsets",
                 "--offsets-groups 24",
+                "--offsets-one-coordinator",
                 "--broker-patch resignation-delay",
                 "--broker-config offsets.commit.timeout.ms=30000",
+                "--broker-config group.coordinator.append.linger.ms=0",
             ),
         ),
         Recipe(

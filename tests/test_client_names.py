@@ -31,6 +31,7 @@ ALLOWED = {
     ("harness/substrate/docker/plan.py", "java"): "the JVM executable in the broker image",
     ("checkers/streams/run.py", "python"): "the streams checker's reference engine",
     ("checkers/share/run.py", "python"): "the share checker's reference engine",
+    ("checkers/offsets/run.py", "python"): "the offsets checker's reference engine",
     ("checkers/suites.py", "python"): "the checkers' engine names (--engine python)",
 }
 #: Catalogues of named runs: which client each scenario runs is data, like a test's

@@ -2,13 +2,14 @@
 commit and name F14.
 
 ``tests/data/f14`` is ``python -m harness run --workload offsets --offsets-groups 24
---broker-patch resignation-delay --broker-config offsets.commit.timeout.ms=30000 --nemesis
-kafka-20634 --time-limit 45 --kafka-version 4.3.0 --seed 1`` (2026-11-29): its config, and
-of its history the header, the nemesis's ops and two of the 24 committers (process 0, whose
-commit was lost, and process 5, a bystander), numbered again in order, so the file stays
-small. Node 1 was cut from
-the controllers while committer 0's commit of offset 639 was pending there; the commit was
-acknowledged 8 s later, after the cut healed, and the group's committed offset read 638.
+--offsets-one-coordinator --broker-patch resignation-delay --broker-config
+offsets.commit.timeout.ms=30000 --broker-config group.coordinator.append.linger.ms=0
+--nemesis kafka-20634 --time-limit 45 --kafka-version 4.3.0 --seed 2`` (2026-11-29): its
+config, and of its history the header, the nemesis's ops and two of the 24 committers
+(process 16, one of the five whose commit was lost, and process 0), numbered again in order,
+so the file stays small. Node 2 was cut from the controllers while committer 16's commit of
+offset 682 was pending there; the commit was acknowledged 10 s later, after the cut healed,
+and the group's committed offset read 681.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def test_the_checkers_find_the_lost_commit_and_name_f14(
     result = json.loads((kept / "results.json").read_text())  # what the check just wrote
     assert result["valid"] is False and result["bad_anomaly_types"] == ["lost-commit"]
     (ex,) = result["checkers"]["offsets"]["examples"]["lost-commit"]
-    assert (ex["group"], ex["acknowledged_offset"], ex["read_offset"]) == ("offsets-g0", 639, 638)
+    assert (ex["group"], ex["acknowledged_offset"], ex["read_offset"]) == ("offsets-g163", 682, 681)
     (f14,) = result["known_findings"]
     assert f14["id"] == "F14" and f14["kafka"] is True
-    assert "offsets-g0 was told its commit of offset 639" in f14["evidence"][0]
+    assert "offsets-g163 was told its commit of offset 682" in f14["evidence"][0]
 
 
 def test_the_report_names_f14_beside_the_lost_commit(kept: Path, tmp_path: Path) -> None:

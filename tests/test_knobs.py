@@ -603,8 +603,7 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
 def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
     """Correct clients expected INVALID where Kafka's bug lives (TV0 clients; share groups
     before 4.4.0), the controls expected valid where the fix is (TV2 on 4.x; 4.4.0 on); F13
-    expected valid and named under TV2, its control on TV0; KAFKA-20634 invalid before 4.3.1
-    and named F14, valid from it."""
+    expected valid and named under TV2, its control on TV0."""
     from harness.nightly.scenarios import SCENARIO_SETS, SCENARIOS, expand
 
     known = [SCENARIOS[n] for n in SCENARIO_SETS["known-bugs"]]
@@ -625,7 +624,6 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("4.3.1", "bug-f9-leaderless-marker", 0, "invalid"),
         ("4.3.1", "bug-kafka-20785", 2, "valid"),
         ("4.3.1", "control-kafka-20785-tv0", 0, "valid"),
-        ("4.3.1", "fixed-kafka-20634", 0, "valid"),
         ("4.4.0", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.4.0", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.4.0", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
@@ -634,11 +632,7 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("4.4.0", "bug-f9-leaderless-marker", 0, "invalid"),
         ("4.4.0", "bug-kafka-20785", 2, "valid"),
         ("4.4.0", "control-kafka-20785-tv0", 0, "valid"),
-        ("4.4.0", "fixed-kafka-20634", 0, "valid"),
     ]
-    # KAFKA-20634's exposed cell runs on 4.x before the fix (4.3.0 here) and names F14.
-    (bug,) = expand(["4.3.0"], [SCENARIOS["bug-kafka-20634"]])
-    assert (bug.scenario.expected, bug.scenario.finding) == ("invalid", "F14")
     # The F13 cell is valid (exactly-once holds) and must name its finding.
     assert {c.scenario.finding for c in cells if c.scenario.name == "bug-kafka-20785"} == {"F13"}
 

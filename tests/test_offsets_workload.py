@@ -23,7 +23,10 @@ from workloads.offsets.options import OffsetsOptions
 
 def test_each_committer_gets_every_key_it_requires_and_a_group_of_its_own() -> None:
     o = OffsetsOptions(topic="t", groups=3, partitions=2)
-    cfgs = [o.committer_config(10 + s, s, "b:1", f"/h/{s}", "/stop", 30.0) for s in range(3)]
+    cfgs = [
+        o.committer_config(10 + s, s, o.group_of(s), "b:1", f"/h/{s}", "/stop", 30.0)
+        for s in range(3)
+    ]
     assert all(set(committer.REQUIRED) <= set(c) for c in cfgs)
     assert [c["group"] for c in cfgs] == ["t-g0", "t-g1", "t-g2"]
     assert [c["partition"] for c in cfgs] == [0, 1, 0]
@@ -141,3 +144,35 @@ def test_the_fault_refuses_a_cluster_without_namespaces_and_names_an_unmoved_par
     monkeypatch.setattr(quorum, "MOVE_TIMEOUT_S", 0.3)
     with pytest.raises(FaultError, match="__consumer_offsets partition of node 1 moved"):
         quorum.controller_cut_start(FaultContext(Stuck(), Groups()), {"pick": 0})  # type: ignore[arg-type]
+
+
+def test_one_coordinator_names_groups_that_one_offsets_partition_holds() -> None:
+    from harness.kafka.coordinators import partition_for
+    from workloads.offsets.supervisor import one_coordinator_groups
+
+    class Hashing:
+        def coordinator_partition(self, topic: str, key: str) -> int:
+            return partition_for(key, 10)
+
+    names = one_coordinator_groups(Hashing(), "t-g", 5)  # type: ignore[arg-type]
+    assert len(set(names)) == 5 and names[0] == "t-g0"
+    assert {partition_for(g, 10) for g in names} == {partition_for("t-g0", 10)}
+
+
+def test_the_committers_name_every_group_as_state_on_the_offsets_log(tmp_path: Any) -> None:
+    import types
+
+    from workloads.offsets.control import OffsetsClients
+    from workloads.offsets.supervisor import OffsetsWorkload
+
+    cluster = types.SimpleNamespace(dir=tmp_path, bootstrap="b:1", env={})
+    workload = OffsetsWorkload(OffsetsOptions(topic="t", groups=3), cluster, tmp_path, 30.0)  # type: ignore[arg-type]
+    try:
+        clients = OffsetsClients(workload)
+        assert clients.group_id == "t-g0"
+        assert [(k.topic, k.key) for k in clients.state_keys()] == [
+            (quorum.OFFSETS, "t-g1"),
+            (quorum.OFFSETS, "t-g2"),
+        ]
+    finally:
+        workload.close()

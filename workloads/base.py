@@ -69,6 +69,11 @@ class ClusterAccess(Protocol):
         """How many partitions ``topic`` has now (a fault may have added some)."""
         ...
 
+    def coordinator_partition(self, topic: str, key: str) -> int:
+        """The partition of a coordinators' log (``__consumer_offsets``) that holds ``key``
+        (a group id): the brokers' settings size the log."""
+        ...
+
     def tool_command(self, simple_name: str, jvm_opts: tuple[str, ...] = ...) -> list[str]:
         """The command line of one of Kafka's own tools (Kafka's Java copier is one)."""
         ...

@@ -23,7 +23,6 @@ from checkers.offsets import results as R
 from checkers.offsets import spark as spark_engine
 from checkers.offsets.facts import Key, OffsetsFacts, ops_of, read_facts
 from checkers.spark import spark_error, spark_session
-from checkers.suites import PYTHON, SPARK
 from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ def judge_facts(
     *,
     spark: SparkSession | None = None,
     max_examples: int = 8,
-    engine: str = SPARK,
+    engine: str = "spark",
 ) -> dict[str, Any]:
     """The verdict on ``facts`` by one engine (Spark in a session of its own when none is
     given). The figures and notes are the facts', whichever engine judges; a Spark failure
@@ -84,14 +83,14 @@ def judge_facts(
     no reason to doubt the run, and the judgement then asks Spark: :mod:`checkers.judge`)."""
     if type(max_examples) is not int or max_examples < 0:
         raise ValueError("max_examples must be a non-negative integer")
-    if engine not in (SPARK, PYTHON):
+    if engine not in ("spark", "python"):
         raise ValueError(f"no engine named {engine!r}")
     unread = unread_groups(facts)
     stats = figures(facts, unread)
     notes = list(facts.notes) + ([_unread_note(unread)] if unread else [])
     if not facts.groups:
         return R.result(None, stats, notes, max_examples, R.NO_COMMITTERS)
-    if engine == PYTHON:
+    if engine == "python":
         counts = pyref.judge(facts, max_examples)
     else:
         try:
@@ -110,7 +109,7 @@ def check_offsets(
     run_dir: str | Path,
     spark: SparkSession | None = None,
     max_examples: int = 8,
-    engine: str = SPARK,
+    engine: str = "spark",
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The offsets checker on a stored run (its ``history.jsonl``)."""

@@ -374,34 +374,6 @@ SCENARIOS: dict[str, Scenario] = {
             finding="F13",
         ),
         eos("control-kafka-20785-tv0", "java", nemesis="kafka-20785", time_limit=40, tvs=(0,)),
-        # KAFKA-20634: an acknowledged offset commit lost when its coordinator's partition
-        # moves away. The recipe's broker patch delays the coordinator's unloading, so the
-        # new leader's high watermark always reaches it first; 4.x before 4.3.1 applies it
-        # (invalid, lost-commit), 4.3.1 on ignores it (valid).
-        *(
-            Scenario(
-                name,
-                workload="offsets",
-                flags=(
-                    "--offsets-groups",
-                    "24",
-                    "--broker-patch",
-                    "resignation-delay",
-                    "--broker-config",
-                    "offsets.commit.timeout.ms=30000",
-                ),
-                nemesis="kafka-20634",
-                time_limit=45,
-                expected=expected,
-                min_kafka=first,
-                before_kafka=fixed,
-                finding=finding,
-            )
-            for name, expected, first, fixed, finding in (
-                ("bug-kafka-20634", "invalid", "4.0.0", "4.3.1", "F14"),
-                ("fixed-kafka-20634", "valid", "4.3.1", None, None),
-            )
-        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -492,8 +464,6 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "control-f9-leaderless-marker",
         "bug-kafka-20785",
         "control-kafka-20785-tv0",
-        "bug-kafka-20634",
-        "fixed-kafka-20634",
     ),
     # The same faults on every client of the registry (python and java: the nightly set).
     "clients": (

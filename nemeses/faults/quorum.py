@@ -43,8 +43,8 @@ MOVE_TIMEOUT_S = 60.0
 #: ("must be less than or equal to" otherwise): its pending tail holds one record per
 #: committer waiting there, often just one, so one record is what lands inside it.
 LATE_PER_PARTITION = 1
-#: How long the client may take to learn a late group's coordinator before its commit can
-#: be queued.
+#: How long a late group's commit may take to be acknowledged (the new coordinator loads
+#: the partition first).
 LATE_COMMIT_TIMEOUT_S = 20.0
 
 
@@ -96,9 +96,9 @@ def controller_cut_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
 
 
 def _write_past(ctx: FaultContext, target: int, moved: list[int]) -> int:
-    """Fresh groups on the moved partitions commit through the other brokers (the cut one
-    still believes it coordinates them), asynchronously as the probe measured; how many
-    did."""
+    """A fresh group per moved partition commits through the other brokers (the cut one
+    still believes it coordinates them), each commit acknowledged, so each new leader holds
+    one record past the divergence; how many did."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c, clients = ctx.cluster, ctx.clients
@@ -120,17 +120,17 @@ def _write_past(ctx: FaultContext, target: int, moved: list[int]) -> int:
         consumer = Consumer({"bootstrap.servers": others, "group.id": group, "log_level": 0})
         try:
 
-            def queued(consumer: Any = consumer) -> bool:
+            def acknowledged(consumer: Any = consumer) -> bool:
                 try:
-                    consumer.commit(offsets=offsets, asynchronous=True)
-                except KafkaException:  # no coordinator known yet
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException:  # the new coordinator still loading, or not found yet
                     return False
                 return True
 
-            verify(queued, LATE_COMMIT_TIMEOUT_S, f"{group}'s commit queued")
+            verify(acknowledged, LATE_COMMIT_TIMEOUT_S, f"{group}'s commit acknowledged")
             done += 1
         finally:
-            consumer.close()  # sends what is queued
+            consumer.close()
     return done
 
 

@@ -53,6 +53,10 @@ class Committer:
                 "bootstrap.servers": cfg["bootstrap"],
                 "group.id": cfg["group"],
                 "enable.auto.commit": False,
+                # Plain commits, no transactions: a read need not wait for pending
+                # transactional offsets (librdkafka's require_stable), which makes the
+                # coordinator queue it behind its pending writes like a write.
+                "isolation.level": "read_uncommitted",
                 "log_level": 3,
                 **cfg["client_config"],
             }

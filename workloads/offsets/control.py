@@ -17,13 +17,13 @@ class OffsetsClients(SupervisedControl):
     """The committers of one offsets run (the group: the first committer's)."""
 
     def __init__(self, workload: OffsetsWorkload) -> None:
-        super().__init__(workload, workload.cluster.bootstrap, workload.options)
+        super().__init__(
+            workload, workload.cluster.bootstrap, workload.options, group_id=workload.group_ids[0]
+        )
         self.workload = workload
 
     def state_keys(self) -> tuple[StateKey, ...]:
         """Each committer's group after the first (the first is ``group_id``'s)."""
-        o = self.workload.options
         return tuple(
-            StateKey(OFFSETS_TOPIC, o.group_of(slot), "group coordinator", o.group_of(slot))
-            for slot in range(1, o.groups)
+            StateKey(OFFSETS_TOPIC, g, "group coordinator", g) for g in self.workload.group_ids[1:]
         )

@@ -22,6 +22,10 @@ class OffsetsOptions:
     groups: int = 12
     #: Partitions of the input topic; group k commits partition k modulo this.
     partitions: int = 1
+    #: Name the groups so that one ``__consumer_offsets`` partition holds them all (one
+    #: broker coordinates every group, as when an application's groups share a name's
+    #: hash); False: ``<topic>-g<slot>``, spread over the coordinators by their hash.
+    one_coordinator: bool = False
     #: Pause between a committer's rounds (read, then commit).
     interval_ms: int = 20
     #: How long one read of the committed offset may take.
@@ -50,16 +54,17 @@ class OffsetsOptions:
         return self.group_of(0)
 
     def group_of(self, slot: int) -> str:
+        """Slot ``slot``'s group when the groups are spread (``one_coordinator`` False)."""
         return f"{self.topic}-g{slot}"
 
     def committer_config(
-        self, process: int, slot: int, bootstrap: str, history_path: str, stop_path: str,
-        time_limit_s: float,
+        self, process: int, slot: int, group: str, bootstrap: str, history_path: str,
+        stop_path: str, time_limit_s: float,
     ) -> dict[str, Any]:  # fmt: skip
         """One committer's ``--config`` (``workloads.offsets.committer.REQUIRED``)."""
         return {
             "process": process,
-            "group": self.group_of(slot),
+            "group": group,
             "topic": self.input_topic,
             "partition": slot % self.partitions,
             "bootstrap": bootstrap,
@@ -86,7 +91,7 @@ class OffsetsOptions:
         return {**asdict(self), "input_topic": self.input_topic, "group_id": self.group_id}
 
     def name_parts(self) -> list[str]:
-        return [f"g{self.groups}"]
+        return [f"g{self.groups}", *(["one-coordinator"] if self.one_coordinator else [])]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> OffsetsOptions:

@@ -1,4 +1,4 @@
-"""The offsets workload's client side: the committers, the load beside them, the end.
+"""The offsets workload's client side: the committers and the end of a run.
 
 K committers (``workloads.offsets.committer``), one consumer group each, are kept alive one
 slot each: a committer killed by a fault is replaced under a new process id and goes on
@@ -11,6 +11,7 @@ Layout of a run directory: ``processes/<process>.jsonl`` (committers),
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import time
@@ -45,6 +46,8 @@ class OffsetsWorkload(Supervisor):
         self.time_limit = time_limit
         super().__init__(run_dir)
         self.stop_path = self.run_dir / "offsets-stop"
+        #: Each slot's group (:meth:`setup` places them when ``one_coordinator``).
+        self.group_ids = [options.group_of(slot) for slot in range(options.groups)]
 
     def __enter__(self) -> OffsetsWorkload:
         return self
@@ -60,6 +63,8 @@ class OffsetsWorkload(Supervisor):
         does not know)."""
         o = self.options
         self.cluster.ensure_topic(o.input_topic, o.partitions, timeout=60)
+        if o.one_coordinator:
+            self.group_ids = one_coordinator_groups(self.cluster, f"{o.topic}-g", o.groups)
 
     def _left_s(self) -> float:
         return self.time_limit + self.options.final_timeout_s + COMMITTER_SLACK_S
@@ -70,6 +75,7 @@ class OffsetsWorkload(Supervisor):
             cfg = self.options.committer_config(
                 process,
                 slot,
+                self.group_ids[slot],
                 self.cluster.bootstrap,
                 str(self.processes_dir / f"{process}.jsonl"),
                 str(self.stop_path),
@@ -91,7 +97,8 @@ class OffsetsWorkload(Supervisor):
         """Start the committers and the thread that replaces the ones that exit."""
         if self._monitor is not None:
             raise HarnessError("committers already started")
-        self._start_children(self.options.groups, "offsets-supervisor")
+        o = self.options
+        self._start_children(o.groups, "offsets-supervisor")
 
     def finish(self) -> bool:
         """Ask every committer for its final read and wait for them to exit; True if each
@@ -113,6 +120,16 @@ class OffsetsWorkload(Supervisor):
         self._close_files()
 
 
+def one_coordinator_groups(cluster: Cluster, prefix: str, count: int) -> list[str]:
+    """``count`` group ids ``<prefix><i>``, for the smallest i, that the
+    ``__consumer_offsets`` partition of ``<prefix>0`` holds."""
+    log = "__consumer_offsets"
+    home = cluster.coordinator_partition(log, f"{prefix}0")
+    names = (f"{prefix}{i}" for i in itertools.count())
+    placed = (g for g in names if cluster.coordinator_partition(log, g) == home)
+    return list(itertools.islice(placed, count))
+
+
 def _commits(op: Any) -> int | None:
     return 1 if op.get("f") == "commit" and isinstance(op.get("process"), int) else None
 
@@ -127,6 +144,12 @@ SPEC = WorkloadSpec(
     options_type=OffsetsOptions,
     cli=(
         Option("--offsets-groups", "groups", "committers, one consumer group each", int),
+        Option(
+            "--offsets-one-coordinator",
+            "one_coordinator",
+            "name the groups so that one broker coordinates them all",
+            action="store_true",
+        ),
         Option("--offsets-interval-ms", "interval_ms", "pause between a committer's rounds", int),
         Option(
             "--client-config",

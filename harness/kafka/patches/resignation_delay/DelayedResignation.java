@@ -31,7 +31,7 @@ public final class DelayedResignation {
     private DelayedResignation() {}
 
     public static void premain(String args, Instrumentation inst) {
-        long delayMs = args == null || args.isEmpty() ? 500L : Long.parseLong(args.trim());
+        long delayMs = args == null || args.isEmpty() ? 1000L : Long.parseLong(args.trim());
         inst.addTransformer(new ClassFileTransformer() {
             @Override
             public byte[] transform(ClassLoader loader, String name, Class<?> redefined,
