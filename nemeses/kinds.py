@@ -269,9 +269,10 @@ KINDS: dict[str, FaultKind] = {
             needs_clients=True,
             bug_probe=True,
             description="the broker coordinating most of the clients' groups cut from the "
-            "controllers alone (its controller port), its offsets partitions moved, fresh "
-            "groups committing past the divergence through the other brokers (Kafka 4.3.0 "
-            "acknowledges commits it then loses: KAFKA-20634)",
+            "controllers alone (its controller port), its offsets partitions moved, a fresh "
+            "group per moved partition committing past the divergence through the other "
+            "brokers (Kafka 4.x before 4.3.1 can acknowledge commits it then loses: "
+            "KAFKA-20634, finding F14)",
         ),
         FaultKind(
             "add-partitions",

@@ -124,9 +124,10 @@ RECIPES: dict[str, Recipe] = {
             description="the broker coordinating most of the committers' groups cut from the "
             "controllers alone while their commits are pending, a fresh group per moved "
             "offsets partition writing past the divergence, healed 16-20 s after the cut; with "
-            "--broker-patch resignation-delay the broker then applies the new leader's high "
-            "watermark before it unloads: Kafka 4.x before 4.3.1 acknowledges commits it "
-            "loses (KAFKA-20634)",
+            "--broker-patch resignation-delay the broker applies the new leader's high "
+            "watermark before it unloads, and Kafka 4.x before 4.3.1 can acknowledge commits "
+            "it then loses (KAFKA-20634, finding F14: seldom in a run, every time in the "
+            "aimed probe)",
             kinds=("controller-cut",),
             interval=6.0,
             # From the cut: the move takes 10-15 s, then the commits wait a few seconds.

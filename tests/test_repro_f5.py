@@ -27,7 +27,8 @@ def test_the_python_reproducer_shows_f5_without_the_harness(
     """librdkafka 2.16 starts the waiting member's partition while it is pending: at 0 with
     ``earliest``; with ``error``, the reset it attempts is the error "no previously committed
     offset available", though offset 3 is committed: the partition was started with its
-    offset still unknown (INVALID)."""
+    offset still unknown (INVALID). Up to three tries: the rebalance can land after the wait
+    has ended (one try of a CI run, 2026-11-29, waited and started at 5)."""
     proc = _run(
         [
             sys.executable,
@@ -36,6 +37,9 @@ def test_the_python_reproducer_shows_f5_without_the_harness(
             healthy_cluster.bootstrap,
             "--offset-reset",
             reset,
+            "--tries",
+            "3",
+            "--until-reproduced",
         ]
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
