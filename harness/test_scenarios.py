@@ -331,11 +331,11 @@ def test_a_rollback_while_the_partitions_have_no_leader_is_named_f9(
 
 def test_acknowledged_commits_read_back_after_a_controller_cut(scenario, kafka_cluster) -> None:  # type: ignore[no-untyped-def]
     """The offsets workload under ``controller-cut`` (KAFKA-20634's shape): the broker that
-    coordinates most of the committers' groups is cut from the controllers alone, its
-    offsets partitions move, fresh groups write past the divergence, the cut heals. The
-    fault must have taken (a partition moved, late groups committed), and on a Kafka with
-    the fix (4.3.1 on, or the classic coordinator of 3.x) every acknowledged commit reads
-    back: valid. 4.3.0 may lose one, rarely (docs/findings.md)."""
+    coordinates most of the committers' groups is cut from the controllers and from its
+    followers, the offsets partition holding the groups moves, fresh groups write past the
+    divergence, the cut heals. The fault must have taken (the partition moved, late groups
+    committed), and on a Kafka with the fix (4.3.1 on, or the classic coordinator of 3.x)
+    every acknowledged commit reads back: valid. 4.3.0 may lose some (docs/findings.md)."""
     import json
 
     from harness.kafka.versions import KafkaVersion

@@ -269,10 +269,11 @@ KINDS: dict[str, FaultKind] = {
             needs_clients=True,
             bug_probe=True,
             description="the broker coordinating most of the clients' groups cut from the "
-            "controllers alone (its controller port), its offsets partitions moved, a fresh "
-            "group per moved partition committing past the divergence through the other "
-            "brokers (Kafka 4.x before 4.3.1 can acknowledge commits it then loses: "
-            "KAFKA-20634, finding F14)",
+            "controllers and its followers (its controller port, its inter-broker listener) "
+            "while the clients still reach it, the offsets partitions holding their groups "
+            "moved, three fresh groups per such partition committing past the divergence "
+            "through the other brokers (Kafka 4.x before 4.3.1 acknowledges commits it then "
+            "loses: KAFKA-20634, finding F14)",
         ),
         FaultKind(
             "add-partitions",

@@ -121,21 +121,23 @@ RECIPES: dict[str, Recipe] = {
         ),
         Recipe(
             name="kafka-20634",
-            description="the broker coordinating most of the committers' groups cut from the "
-            "controllers alone while their commits are pending, a fresh group per moved "
-            "offsets partition writing past the divergence, healed 16-20 s after the cut; with "
-            "--broker-patch resignation-delay the broker applies the new leader's high "
-            "watermark before it unloads, and Kafka 4.x before 4.3.1 can acknowledge commits "
-            "it then loses (KAFKA-20634, finding F14: seldom in a run, every time in the "
-            "aimed probe)",
+            description="the broker coordinating the committers' groups cut from the "
+            "controllers and its followers while their commits are pending, three fresh "
+            "groups writing past the divergence on the new leader, healed 16-20 s after the "
+            "cut; with --broker-patch resignation-delay the broker applies the new leader's "
+            "high watermark before it unloads, and Kafka 4.x before 4.3.1 acknowledges three "
+            "commits per cut that it then loses (KAFKA-20634, finding F14)",
             kinds=("controller-cut",),
             interval=6.0,
-            # From the cut: the move takes 10-15 s, then the commits wait a few seconds.
+            # From the cut: the move takes 10-15 s, then the late groups commit.
             duration_range=(16.0, 20.0),
             with_flags=(
                 "--workload offsets",
                 "--offsets-groups 24",
                 "--offsets-one-coordinator",
+                # A committer told of a commit reads it back 2 s later, when the old
+                # coordinator has unloaded: read at once, its stale memory answers.
+                "--offsets-interval-ms 2000",
                 "--broker-patch resignation-delay",
                 "--broker-config offsets.commit.timeout.ms=30000",
                 "--broker-config group.coordinator.append.linger.ms=0",

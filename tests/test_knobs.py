@@ -602,8 +602,9 @@ def test_a_queue_campaign_runs_the_queue_workload_with_its_own_flags(
 
 def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
     """Correct clients expected INVALID where Kafka's bug lives (TV0 clients; share groups
-    before 4.4.0), the controls expected valid where the fix is (TV2 on 4.x; 4.4.0 on); F13
-    expected valid and named under TV2, its control on TV0."""
+    before 4.4.0; offset commits on 4.3.0), the controls expected valid where the fix is (TV2
+    on 4.x; 4.4.0 on; 4.3.1 on); F13 expected valid and named under TV2, its control on
+    TV0."""
     from harness.nightly.scenarios import SCENARIO_SETS, SCENARIOS, expand
 
     known = [SCENARIOS[n] for n in SCENARIO_SETS["known-bugs"]]
@@ -624,6 +625,7 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("4.3.1", "bug-f9-leaderless-marker", 0, "invalid"),
         ("4.3.1", "bug-kafka-20785", 2, "valid"),
         ("4.3.1", "control-kafka-20785-tv0", 0, "valid"),
+        ("4.3.1", "fixed-kafka-20634", 0, "valid"),
         ("4.4.0", "bug-delayed-endtxn-python", 0, "invalid"),
         ("4.4.0", "bug-delayed-endtxn-java-tv0", 0, "invalid"),
         ("4.4.0", "fixed-delayed-endtxn-java-tv2", 2, "valid"),
@@ -632,9 +634,16 @@ def test_known_bugs_pairs_each_exposed_cell_with_a_control() -> None:
         ("4.4.0", "bug-f9-leaderless-marker", 0, "invalid"),
         ("4.4.0", "bug-kafka-20785", 2, "valid"),
         ("4.4.0", "control-kafka-20785-tv0", 0, "valid"),
+        ("4.4.0", "fixed-kafka-20634", 0, "valid"),
     ]
     # The F13 cell is valid (exactly-once holds) and must name its finding.
     assert {c.scenario.finding for c in cells if c.scenario.name == "bug-kafka-20785"} == {"F13"}
+    # F14's exposed cell runs on 4.3.0 alone (fixed in 4.3.1), expected invalid naming F14,
+    # with the recipe's own flags.
+    (f14,) = [c for c in expand(["4.3.0"], known) if c.scenario.name == "bug-kafka-20634"]
+    assert f14.scenario.expected == "invalid" and f14.scenario.finding == "F14"
+    assert "--offsets-one-coordinator" in f14.run_args(None)
+    assert "--workload offsets" in " ".join(f14.run_args(None))
 
 
 def test_a_finding_cell_that_turns_valid_says_the_finding_no_longer_reproduces() -> None:

@@ -92,9 +92,13 @@ class Cluster:
     def coordinator_partition(self, topic: str, key: str) -> int:
         return int(key.rsplit("-", 1)[-1].lstrip("g")) % 4
 
-    def cut_controller(self, node: int) -> None:
+    def cut_controller(self, node: int, *, followers: bool = False) -> None:
         self.calls.append(("cut", node))
+        self.followers = followers
         self.leaders = {p: 3 if n == node else n for p, n in self.leaders.items()}
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        return [1, 2, 3]
 
     def heal(self) -> None:
         self.calls.append(("heal", 0))
@@ -104,7 +108,8 @@ class Cluster:
 
 
 class Groups(NoClients):
-    """Groups g0 (the group id), g1, g2, g3: three of them on node 1's partitions."""
+    """Groups g0 (the group id), g1, g3, g5: three of them on node 1's partitions 0 and 1,
+    none on its partition 2."""
 
     group_id = "t-g0"
 
@@ -112,7 +117,7 @@ class Groups(NoClients):
         from history.clientcontrol import StateKey
 
         return tuple(
-            StateKey(quorum.OFFSETS, f"t-g{i}", "group coordinator", f"t-g{i}") for i in (1, 2, 3)
+            StateKey(quorum.OFFSETS, f"t-g{i}", "group coordinator", f"t-g{i}") for i in (1, 3, 5)
         )
 
 
@@ -121,9 +126,10 @@ def test_the_fault_cuts_the_broker_that_coordinates_most_groups_and_waits_for_a_
     # No client path with one address per broker: the fault cuts and waits, and writes
     # nothing past the divergence (it has nowhere to aim).
     details = quorum.controller_cut_start(FaultContext(cluster, Groups()), {"pick": 5})  # type: ignore[arg-type]
-    assert cluster.calls == [("cut", 1)]
+    assert cluster.calls == [("cut", 1)] and cluster.followers
     assert details["targets"] == [1] and details["led"] == [0, 1, 2]
-    assert details["moved"] == [0, 1, 2] and details["late_groups"] == 0
+    # Aimed at the partitions of node 1 that hold the clients' groups.
+    assert details["aimed"] == details["moved"] == [0, 1] and details["late_groups"] == 0
     assert "3 of the clients' 4 groups" in details["why"]
     assert quorum.controller_cut_stop(FaultContext(cluster, Groups()), details) == {"healed": True}  # type: ignore[arg-type]
     assert cluster.calls[-1] == ("heal", 0)
@@ -138,11 +144,11 @@ def test_the_fault_refuses_a_cluster_without_namespaces_and_names_an_unmoved_par
         quorum.controller_cut_start(FaultContext(loopback, Groups()), {"pick": 0})  # type: ignore[arg-type]
 
     class Stuck(Cluster):
-        def cut_controller(self, node: int) -> None:
+        def cut_controller(self, node: int, *, followers: bool = False) -> None:
             self.calls.append(("cut", node))  # the controller never moves anything
 
     monkeypatch.setattr(quorum, "MOVE_TIMEOUT_S", 0.3)
-    with pytest.raises(FaultError, match="__consumer_offsets partition of node 1 moved"):
+    with pytest.raises(FaultError, match=r"__consumer_offsets partitions \[0, 1\] of node 1 moved"):
         quorum.controller_cut_start(FaultContext(Stuck(), Groups()), {"pick": 0})  # type: ignore[arg-type]
 
 

@@ -92,8 +92,6 @@ class PipelineWorkload(Supervisor, Generic[OptionsT]):
     and say what the final reads cover (:meth:`_written_topics`, :attr:`read_input`).
     """
 
-    #: The workload's name in the supervisor's and the final reads' history headers.
-    workload_name: ClassVar[str]
     #: Whether the final reads include the input topic (what the processors consumed).
     read_input: ClassVar[bool] = False
     id_key = "instance"
@@ -113,15 +111,6 @@ class PipelineWorkload(Supervisor, Generic[OptionsT]):
         #: subclass spawns a Python module): building a client may fail, and must not fail
         #: half-way into a spawn.
         self._client_command: list[str] | None = None
-
-    def __enter__(self) -> PipelineWorkload[OptionsT]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _supervisor_meta(self) -> dict[str, Any]:
-        return {"workload": self.workload_name, "role": "supervisor", **self.options.to_dict()}
 
     # --- feeding -----------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar, Self
 
 from common.errors import HarnessError
 from history import Recorder
@@ -140,11 +140,17 @@ class Child:
 class Supervisor:
     """Keeps one child per slot alive and records their spawns and exits.
 
-    Subclasses implement ``_supervisor_meta`` and ``_spawn(slot, replaces)`` (which calls
-    :meth:`_launch`), and set the class attributes below. A subclass with a ``cluster``
-    (``workloads.base.ClusterAccess``) runs each slot's children with the group id the
-    cluster gives that slot (``client_gid``).
+    Subclasses set :attr:`workload_name` and ``options`` (whose ``to_dict`` goes into the
+    supervisor's history header), implement ``_spawn(slot, replaces)`` (which calls
+    :meth:`_launch`) and :meth:`close`, and may set the class attributes below. A subclass
+    with a ``cluster`` (``workloads.base.ClusterAccess``) runs each slot's children with the
+    group id the cluster gives that slot (``client_gid``). Used as a context manager, it
+    closes on the way out, so no child outlives it.
     """
+
+    #: The workload's name, in the supervisor's history header.
+    workload_name: ClassVar[str]
+    options: Any
 
     #: The key that names the child in the spawn and exit ops' values.
     id_key = "process"
@@ -171,9 +177,19 @@ class Supervisor:
         self._monitor: threading.Thread | None = None
         self._supervisor: Recorder | None = None
 
-    def _supervisor_meta(self) -> dict[str, Any]:
-        """The header meta of the supervisor's history."""
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Idempotent: no child outlives the workload, every file is closed."""
         raise NotImplementedError
+
+    def _supervisor_meta(self) -> dict[str, Any]:
+        """The header meta of the supervisor's history: the workload and its options."""
+        return {"workload": self.workload_name, "role": "supervisor", **self.options.to_dict()}
 
     def _record(self, type_: str, f: str, value: Any, error: Any = None) -> None:
         """One op of process ``"supervisor"`` (its file is created on the first op)."""

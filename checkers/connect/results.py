@@ -15,6 +15,7 @@ from checkers.anomalies import CONNECT, names
 from checkers.connect.extract import ConnectMeta
 from checkers.connect.progress import stalled
 from checkers.connect.views import ConnectInput, Plan
+from checkers.engines import check_max_examples
 from checkers.verdict import checker_result
 
 __all__ = [
@@ -192,12 +193,6 @@ def malformed(reason: str, rec: Record) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------
 # Results
-
-
-def check_max_examples(max_examples: int) -> None:
-    """Refuse a limit that is not a whole number >= 0 (both engines, alike)."""
-    if type(max_examples) is not int or max_examples < 0:
-        raise ValueError("max_examples must be a non-negative integer")
 
 
 def base_notes(plan: Plan, log_dump: bool, journal_ops: int) -> list[str]:

@@ -18,12 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkers.engines import check_engine, check_max_examples, history_of, judge_with
 from checkers.offsets import pyref
 from checkers.offsets import results as R
 from checkers.offsets import spark as spark_engine
 from checkers.offsets.facts import Key, OffsetsFacts, ops_of, read_facts
-from checkers.spark import spark_error, spark_session
-from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,28 +78,18 @@ def judge_facts(
 ) -> dict[str, Any]:
     """The verdict on ``facts`` by one engine (Spark in a session of its own when none is
     given). The figures and notes are the facts', whichever engine judges; a Spark failure
-    leaves the verdict unknown, while a failure of the reference is raised (a bug there is
-    no reason to doubt the run, and the judgement then asks Spark: :mod:`checkers.judge`)."""
-    if type(max_examples) is not int or max_examples < 0:
-        raise ValueError("max_examples must be a non-negative integer")
-    if engine not in ("spark", "python"):
-        raise ValueError(f"no engine named {engine!r}")
+    leaves the verdict unknown, a failure of the reference is raised
+    (:mod:`checkers.engines`)."""
+    check_max_examples(max_examples)
+    check_engine(engine)
     unread = unread_groups(facts)
     stats = figures(facts, unread)
     notes = list(facts.notes) + ([_unread_note(unread)] if unread else [])
     if not facts.groups:
         return R.result(None, stats, notes, max_examples, R.NO_COMMITTERS)
-    if engine == "python":
-        counts = pyref.judge(facts, max_examples)
-    else:
-        try:
-            if spark is None:
-                with spark_session() as session:
-                    counts = spark_engine.judge(session, facts, max_examples)
-            else:
-                counts = spark_engine.judge(spark, facts, max_examples)
-        except Exception as e:
-            return R.result(None, stats, notes, max_examples, str(spark_error(e)))
+    counts, error = judge_with(engine, facts, max_examples, pyref.judge, spark_engine.judge, spark)
+    if error is not None:
+        return R.result(None, stats, notes, max_examples, error)
     out = R.result(counts, stats, notes, max_examples)
     return R.with_ops(out, lambda wanted: ops_of(facts.path, wanted))
 
@@ -113,8 +102,5 @@ def check_offsets(
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The offsets checker on a stored run (its ``history.jsonl``)."""
-    history = Path(run_dir) / "history.jsonl"
-    if not history.is_file():
-        raise CheckerInputError(f"{history}: no such history")
-    facts = read_facts(history, options)
+    facts = read_facts(history_of(run_dir), options)
     return judge_facts(facts, spark=spark, max_examples=max_examples, engine=engine)

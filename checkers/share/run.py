@@ -18,12 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkers.engines import check_max_examples, history_of, judge_with
 from checkers.share import pyref
 from checkers.share import results as R
 from checkers.share import spark as spark_engine
 from checkers.share.facts import ShareFacts, ops_at, read_facts
-from checkers.spark import spark_error, spark_session
-from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,32 +84,16 @@ def judge_facts(
     is not Spark's failure, and the judgement then asks Spark (:mod:`checkers.judge`). Both
     engines' examples get their ops from the history the same way, after the verdict.
     """
-    if type(max_examples) is not int or max_examples < 0:
-        raise ValueError("max_examples must be a non-negative integer")
+    check_max_examples(max_examples)
     stats, notes = figures(facts), _notes(facts)
     if facts.unread:
         error = f"incomplete final reads: {', '.join(facts.unread)}"
         return R.result(None, stats, notes, max_examples, error)
-    try:
-        found = _engine(facts, spark, max_examples, engine)
-    except Exception as e:
-        if engine == "python":
-            raise
-        return R.result(None, stats, notes, max_examples, str(spark_error(e)))
+    found, error = judge_with(engine, facts, max_examples, pyref.judge, spark_engine.judge, spark)
+    if error is not None:
+        return R.result(None, stats, notes, max_examples, error)
     out = R.result(found, stats, notes, max_examples)
     return R.with_ops(out, lambda wanted: ops_at(facts.path, wanted))
-
-
-def _engine(
-    facts: ShareFacts, spark: SparkSession | None, max_examples: int, engine: str
-) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
-    """Counts and examples by the reference, or by Spark (raising on a Spark failure)."""
-    if engine == "python":
-        return pyref.judge(facts, max_examples)
-    if spark is not None:
-        return spark_engine.judge(spark, facts, max_examples)
-    with spark_session() as s:
-        return spark_engine.judge(s, facts, max_examples)
 
 
 def check_share(
@@ -121,8 +104,5 @@ def check_share(
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The share checker on a stored run."""
-    source = Path(run_dir) / "history.jsonl"
-    if not source.is_file():
-        raise CheckerInputError(f"{source}: no such history")
-    facts = read_facts(source, options)
+    facts = read_facts(history_of(run_dir), options)
     return judge_facts(facts, spark=spark, max_examples=max_examples, engine=engine)

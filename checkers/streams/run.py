@@ -16,12 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkers.spark import spark_error, spark_session
+from checkers.engines import check_max_examples, history_of, judge_with
 from checkers.streams import pyref
 from checkers.streams import results as R
 from checkers.streams import spark as spark_engine
 from checkers.streams.facts import StreamsFacts, read_facts
-from history.logdump import CheckerInputError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,6 +39,15 @@ def _stats(facts: StreamsFacts) -> dict[str, Any]:
     }
 
 
+def _unknown(
+    stats: dict[str, Any], notes: list[str], max_examples: int, error: str
+) -> dict[str, Any]:
+    out = R.result({}, {}, stats, notes, max_examples)
+    out["valid"] = "unknown"
+    out["error"] = error
+    return out
+
+
 def judge_facts(
     facts: StreamsFacts,
     *,
@@ -48,29 +56,16 @@ def judge_facts(
     engine: str = "spark",
 ) -> dict[str, Any]:
     """The verdict on ``facts`` by one engine (a session of its own when none is given)."""
-    if type(max_examples) is not int or max_examples < 0:
-        raise ValueError("max_examples must be a non-negative integer")
+    check_max_examples(max_examples)
     notes = list(facts.notes) + ([] if facts.drained else [R.NOT_DRAINED_NOTE])
     stats = _stats(facts)
     if facts.unread:
-        out = R.result({}, {}, stats, notes, max_examples)
-        out["valid"] = "unknown"
-        out["error"] = f"incomplete final reads: {', '.join(facts.unread)}"
-        return out
-    if engine == "python":
-        counts, examples = pyref.judge(facts, max_examples)
-        return R.result(counts, examples, stats, notes, max_examples)
-    try:
-        if spark is not None:
-            counts, examples = spark_engine.judge(spark, facts, max_examples)
-        else:
-            with spark_session() as s:
-                counts, examples = spark_engine.judge(s, facts, max_examples)
-    except Exception as e:
-        out = R.result({}, {}, stats, notes, max_examples)
-        out["valid"] = "unknown"
-        out["error"] = str(spark_error(e))
-        return out
+        unread = f"incomplete final reads: {', '.join(facts.unread)}"
+        return _unknown(stats, notes, max_examples, unread)
+    found, error = judge_with(engine, facts, max_examples, pyref.judge, spark_engine.judge, spark)
+    if error is not None:
+        return _unknown(stats, notes, max_examples, error)
+    counts, examples = found
     return R.result(counts, examples, stats, notes, max_examples)
 
 
@@ -81,8 +76,5 @@ def check_streams(
     engine: str = "spark",
 ) -> dict[str, Any]:
     """The streams checker on a stored run."""
-    source = Path(run_dir) / "history.jsonl"
-    if not source.is_file():
-        raise CheckerInputError(f"{source}: no such history")
-    facts = read_facts(source)
+    facts = read_facts(history_of(run_dir))
     return judge_facts(facts, spark=spark, max_examples=max_examples, engine=engine)

@@ -63,9 +63,10 @@ PATCHES: dict[str, BrokerPatch] = {
         ),
         BrokerPatch(
             name="resignation-delay",
-            description="GroupCoordinatorService.onResignation sleeps 1 s before it runs: a "
-            "broker slow to unload a coordinator whose partition moved away, as a busy CPU or "
-            "a GC pause makes it (opens KAFKA-20634's window every time; no fix)",
+            description="the first GroupCoordinatorService.onResignation of a metadata update "
+            "sleeps 1 s before it runs: a broker slow to unload the coordinators whose "
+            "partitions moved away, as a busy CPU or a GC pause makes it (opens KAFKA-20634's "
+            "window every time; no fix)",
             agent_class="kafkaharness.patches.DelayedResignation",
             directory="resignation_delay",
             since="4.0.0",

@@ -14,12 +14,15 @@ names the transaction versions it wants; on a Kafka line that cannot format them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
 from common.errors import HarnessError
 from harness.kafka.versions import KafkaVersion
+from nemeses.recipes import RECIPES
 from workloads import client_registry
 
 #: The transaction versions each client speaks, from its manifest (``workloads/manifests``):
@@ -100,6 +103,32 @@ def delayed_endtxn(name: str, client: str | None = None, **kw: Any) -> Scenario:
     the delays inside each transaction the recipe asks for."""
     extra = ("--txn-delay-ms", "100")
     return eos(name, client, extra=extra, nemesis="delayed-endtxn", time_limit=45, **kw)
+
+
+def recipe_flags(name: str) -> tuple[str, ...]:
+    """The run flags recipe ``name`` advises (``Recipe.with_flags``) but ``--workload``,
+    which a scenario names itself."""
+    return tuple(
+        arg
+        for flag in RECIPES[name].with_flags
+        if not flag.startswith("--workload ")
+        for arg in flag.split()
+    )
+
+
+def bug_pair(
+    make: Callable[..., Scenario],
+    bug: tuple[str, str | None, str | None],
+    control: tuple[str, str | None, str | None],
+    finding: str | None = None,
+) -> tuple[Scenario, Scenario]:
+    """A Kafka bug's exposed scenario, expected invalid (naming ``finding``), and its control,
+    expected valid, each given as ``(name, min_kafka, before_kafka)``: the versions where the
+    bug lives and where it does not. ``make`` builds a scenario from a name and fields."""
+    name, first, before = bug
+    exposed = make(name, expected="invalid", min_kafka=first, before_kafka=before, finding=finding)
+    name, first, before = control
+    return exposed, make(name, expected="valid", min_kafka=first, before_kafka=before)
 
 
 @dataclass(frozen=True)
@@ -303,62 +332,24 @@ SCENARIOS: dict[str, Scenario] = {
         # Share groups (KIP-932, GA in 4.2): members paused past their locks, killed with
         # records acquired, broker faults at the share-partition leaders and the group
         # coordinator; a member that commits before it processes loses records when killed.
-        *(
-            Scenario(
-                name,
-                workload="share",
-                client=client,
-                nemesis="all",
-                time_limit=60,
-                nemesis_interval=6,
-                nemesis_duration=17,  # past the 15 s record lock
-                min_kafka="4.2.0",
-            )
-            for name, client in (("share-all", "python"), ("share-java-all", "java"))
-        ),
-        Scenario(
-            "broken-share-accept-before-process",
-            workload="share",
-            flags=("--variant", "accept-before-process"),
-            nemesis="crash-clients",
-            time_limit=30,
-            expected="invalid",
-            min_kafka="4.2.0",
-        ),
-        # KAFKA-20742 (F11): partitions added under load start at the latest offset under
-        # share.auto.offset.reset=latest before 4.4.0 (records lost); from 4.4.0 at 0.
-        *(
-            Scenario(
-                name,
+        *bug_pair(
+            partial(
+                Scenario,
                 workload="share",
                 flags=("--share-offset-reset", "latest"),
                 nemesis="kafka-20742",
                 time_limit=60,
-                expected=expected,
-                min_kafka=first,
-                before_kafka=fixed,
-            )
-            for name, expected, first, fixed in (
-                ("bug-kafka-20742", "invalid", "4.2.0", "4.4.0"),
-                ("fixed-kafka-20742", "valid", "4.4.0", None),
-            )
+            ),
+            ("bug-kafka-20742", "4.2.0", "4.4.0"),
+            ("fixed-kafka-20742", "4.4.0", None),
         ),
         # F9: a transaction rolled back while its partitions have no leader completes
         # without their markers from Kafka 4.3.0 (the Java metadata cache); 4.2.x waits.
-        *(
-            eos(
-                name,
-                nemesis="leaderless-marker",
-                time_limit=60,
-                expected=expected,
-                min_kafka=first,
-                before_kafka=last,
-                finding=finding,
-            )
-            for name, expected, first, last, finding in (
-                ("bug-f9-leaderless-marker", "invalid", "4.3.0", None, "F9"),
-                ("control-f9-leaderless-marker", "valid", None, "4.3.0", None),
-            )
+        *bug_pair(
+            partial(eos, nemesis="leaderless-marker", time_limit=60),
+            ("bug-f9-leaderless-marker", "4.3.0", None),
+            ("control-f9-leaderless-marker", None, "4.3.0"),
+            finding="F9",
         ),
         # F13 (KAFKA-20785): a commit held past the coordinator's timeout rollback is refused
         # with a fatal INVALID_TXN_STATE under transaction version 2 (no release has the
@@ -374,6 +365,21 @@ SCENARIOS: dict[str, Scenario] = {
             finding="F13",
         ),
         eos("control-kafka-20785-tv0", "java", nemesis="kafka-20785", time_limit=40, tvs=(0,)),
+        # F14 (KAFKA-20634): a group coordinator whose offsets partition moved away
+        # acknowledges commits it then loses, on 4.3.0; 4.3.1 ignores the new leader's high
+        # watermark once the partition is a follower's (the fix).
+        *bug_pair(
+            partial(
+                Scenario,
+                workload="offsets",
+                flags=recipe_flags("kafka-20634"),
+                nemesis="kafka-20634",
+                time_limit=45,
+            ),
+            ("bug-kafka-20634", "4.3.0", "4.3.1"),
+            ("fixed-kafka-20634", "4.3.1", None),
+            finding="F14",
+        ),
         # Real Kafka bugs (docs/findings.md): a correct client, and the verdict Kafka's bug
         # makes of it. KAFKA-17754's delayed EndTxn commits the next transaction wherever
         # the client speaks transaction version 0 (librdkafka always; Java on 3.x or TV0);
@@ -464,6 +470,8 @@ SCENARIO_SETS: dict[str, tuple[str, ...]] = {
         "control-f9-leaderless-marker",
         "bug-kafka-20785",
         "control-kafka-20785-tv0",
+        "bug-kafka-20634",
+        "fixed-kafka-20634",
     ),
     # The same faults on every client of the registry (python and java: the nightly set).
     "clients": (

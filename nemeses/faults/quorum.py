@@ -1,4 +1,5 @@
-"""A broker cut from the controller quorum alone, while it coordinates the clients' groups.
+"""A broker cut from the controller quorum and from its followers, while it coordinates the
+clients' groups and the clients still reach it.
 
 KAFKA-20634 (docs/findings.md): a group coordinator whose ``__consumer_offsets`` partition
 moves away stays active until it is unloaded. On Kafka 4.3.0 the new leader's high
@@ -6,21 +7,23 @@ watermark, fetched in that gap, completes the old coordinator's pending offset c
 successes although the log they were written to has been truncated: the clients were told
 their commits succeeded, and they are gone.
 
-The fault opens that gap in the shape the probe measured (``bench/kafka_20634_window.py``):
+The fault opens that gap:
 
 1. The broker that coordinates most of the clients' groups (``ClientControl.state_keys``
-   and ``group_id``) is cut from the controllers only: its controller port dropped both ways
-   (``NetworkFaults.cut_controller``). Replication and the clients' traffic still flow, so
-   it keeps coordinating while the controller fences it and moves its offsets partitions;
-   its followers leave it, and the commits it takes from then on stay pending (the brokers'
-   ``offsets.commit.timeout.ms`` must outlast the cut).
-2. Once a partition has moved, one fresh group per moved partition commits one offset
-   through the other brokers, so each new leader writes one record past the point where
-   the logs diverge: its high watermark then lands on the end of the old coordinator's first
-   pending write (each pending commit of one offset is one record).
+   and ``group_id``) is cut from the controllers (its controller port dropped both ways)
+   and its followers from it (its inter-broker listener closed to its peers:
+   ``NetworkFaults.cut_controller(followers=True)``). The clients still reach it and it
+   still fetches as a follower, so it keeps coordinating while the controller fences it
+   and moves its offsets partitions. Every commit it takes from the cut on is on its own
+   log alone and stays pending (the brokers' ``offsets.commit.timeout.ms`` must outlast the
+   cut): one per client blocked in a synchronous commit.
+2. Once the partitions holding the clients' groups have moved, a few fresh groups per such
+   partition commit one offset each through the other brokers, so each new leader writes a
+   few records past the point where the logs diverge.
 3. At the end the cut heals: the broker learns of the move, truncates, fetches from the new
-   leaders and unloads. Kafka 4.3.1 on ignores the high watermark once the partition is a
-   follower's; 4.3.0 does not.
+   leaders and unloads; the fault waits until it is back in their in-sync replicas. Kafka
+   4.3.1 on ignores the high watermark once the partition is a follower's; 4.3.0 completes
+   as many pending commits as the new leader wrote records, and those are lost.
 """
 
 from __future__ import annotations
@@ -37,12 +40,12 @@ OFFSETS = "__consumer_offsets"
 #: How long the controller may take to fence the cut broker and move its partitions
 #: (``broker.session.timeout.ms``, 9 s by default, and the elections).
 MOVE_TIMEOUT_S = 60.0
-#: Fresh groups per moved partition, one offset each: how far each new leader writes past
-#: the divergence. The old coordinator can apply the new leader's high watermark only where
-#: it has a snapshot, at the end of one of its own writes, and not past its last write
-#: ("must be less than or equal to" otherwise): its pending tail holds one record per
-#: committer waiting there, often just one, so one record is what lands inside it.
-LATE_PER_PARTITION = 1
+#: Fresh groups per aimed partition, one offset each: how far each new leader writes past
+#: the divergence, so how many of the old coordinator's pending commits its high watermark
+#: completes on 4.3.0. Fewer than the clients blocked there: a high watermark past the old
+#: coordinator's last write is refused ("must be less than or equal to"), and nothing
+#: completes.
+LATE_PER_PARTITION = 3
 #: How long a late group's commit may take to be acknowledged (the new coordinator loads
 #: the partition first).
 LATE_COMMIT_TIMEOUT_S = 20.0
@@ -52,18 +55,26 @@ def controller_cut_params(rng: random.Random, nodes: int, has_clients: bool) -> 
     return {"pick": rng.randrange(1 << 30)}
 
 
+def _client_partitions(ctx: FaultContext) -> dict[str, int]:
+    """Each group the clients name (``ClientControl.group_id`` and ``state_keys``), with the
+    ``__consumer_offsets`` partition that holds it."""
+    c, clients = ctx.cluster, ctx.clients
+    if clients is None:
+        return {}
+    keys = [clients.group_id] + [k.key for k in clients.state_keys() if k.topic == OFFSETS]
+    return {key: c.coordinator_partition(OFFSETS, key) for key in keys}
+
+
 def _busiest_coordinator(ctx: FaultContext, pick: int) -> tuple[int, str]:
     """The broker that coordinates most of the clients' groups (ties: by the pick), or a
     broker by the pick when the clients name no group."""
-    c, clients = ctx.cluster, ctx.clients
+    c = ctx.cluster
     counts: Counter[int] = Counter()
-    if clients is not None:
-        keys = [clients.group_id] + [k.key for k in clients.state_keys() if k.topic == OFFSETS]
-        for key in keys:
-            with contextlib.suppress(Exception):  # no live broker knows the log yet
-                node = c.leader(OFFSETS, c.coordinator_partition(OFFSETS, key))
-                if node is not None:
-                    counts[node] += 1
+    for partition in _client_partitions(ctx).values():
+        with contextlib.suppress(Exception):  # no live broker knows the log yet
+            node = c.leader(OFFSETS, partition)
+            if node is not None:
+                counts[node] += 1
     if not counts:
         nodes = sorted(c.node_ids())
         return nodes[pick % len(nodes)], "random node (no group coordinator known)"
@@ -80,25 +91,29 @@ def controller_cut_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
         raise FaultError("a controller cut needs network namespaces (root)")
     target, why = _busiest_coordinator(ctx, int(params.get("pick", 0)))
     led = [p for p in range(c.partition_count(OFFSETS)) if c.leader(OFFSETS, p) == target]
-    c.cut_controller(target)
-    details: dict[str, Any] = {"targets": [target], "why": why, "led": led, "moved": []}
-    if not led:
+    homes = set(_client_partitions(ctx).values())
+    # The partitions whose commits matter: the clients' own (all of them without clients).
+    aimed = [p for p in led if p in homes] or led
+    c.cut_controller(target, followers=True)
+    details: dict[str, Any] = {
+        "targets": [target], "why": why, "led": led, "aimed": aimed, "moved": [],
+    }  # fmt: skip
+    if not aimed:
         return details
     verify(
-        lambda: any(c.leader(OFFSETS, p) not in (target, None) for p in led),
+        lambda: all(c.leader(OFFSETS, p) not in (target, None) for p in aimed),
         MOVE_TIMEOUT_S,
-        f"an {OFFSETS} partition of node {target} moved",
+        f"the {OFFSETS} partitions {aimed} of node {target} moved",
     )
-    moved = [p for p in led if c.leader(OFFSETS, p) not in (target, None)]
-    details["moved"] = moved
-    details["late_groups"] = _write_past(ctx, target, moved)
+    details["moved"] = aimed
+    details["late_groups"] = _write_past(ctx, target, aimed)
     return details
 
 
 def _write_past(ctx: FaultContext, target: int, moved: list[int]) -> int:
-    """A fresh group per moved partition commits through the other brokers (the cut one
-    still believes it coordinates them), each commit acknowledged, so each new leader holds
-    one record past the divergence; how many did."""
+    """``LATE_PER_PARTITION`` fresh groups per moved partition commit through the other
+    brokers (the cut one still believes it coordinates them), each commit acknowledged, so
+    each new leader holds that many records past the divergence; how many did."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c, clients = ctx.cluster, ctx.clients
@@ -139,4 +154,12 @@ def controller_cut_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str,
     target = details["targets"][0]
     c.heal()
     verify(lambda: target in c.registered_brokers(), MOVE_TIMEOUT_S, f"node {target} back")
+    # Back in sync: it has truncated and caught up, so the next fault cannot cut the
+    # leader it fetches from before it has.
+    aimed = details.get("aimed", [])
+    verify(
+        lambda: all(target in c.isr(OFFSETS, p) for p in aimed),
+        MOVE_TIMEOUT_S,
+        f"node {target} back in the in-sync replicas of {OFFSETS} {aimed}",
+    )
     return {"healed": True}

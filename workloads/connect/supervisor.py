@@ -65,6 +65,7 @@ class ConnectWorkload(Supervisor):
     producers a worker runs (what a hijack fences).
     """
 
+    workload_name = "connect"
     id_key = "worker"
     exit_f = "worker-exit"
     min_lifetime_s = MIN_LIFETIME_S
@@ -153,15 +154,6 @@ class ConnectWorkload(Supervisor):
         return True
 
     # --- workers ---------------------------------------------------------------------
-
-    def __enter__(self) -> ConnectWorkload:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _supervisor_meta(self) -> dict[str, Any]:
-        return {"workload": "connect", "role": "supervisor", **self.options.to_dict()}
 
     def setup(self) -> None:
         """The data topic and Connect's internal topics, made before any worker starts (the

@@ -57,9 +57,6 @@ class EosWorkload(PipelineWorkload[EosOptions]):
         #: What the client's manifest says it is and can do (``workloads/manifests``).
         self.manifest = client_registry.get(options.client)
 
-    def __enter__(self) -> EosWorkload:
-        return self
-
     # --- set-up ----------------------------------------------------------------------
 
     def setup(self) -> None:

@@ -55,7 +55,9 @@ class Committer:
                 "enable.auto.commit": False,
                 # Plain commits, no transactions: a read need not wait for pending
                 # transactional offsets (librdkafka's require_stable), which makes the
-                # coordinator queue it behind its pending writes like a write.
+                # coordinator queue it behind every pending write, other groups' too. Under
+                # controller-cut that would hold most committers in a read rather than in a
+                # commit on the cut broker (measured: 3 commits there instead of 23).
                 "isolation.level": "read_uncommitted",
                 "log_level": 3,
                 **cfg["client_config"],

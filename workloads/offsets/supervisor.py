@@ -34,8 +34,7 @@ COMMITTER_SLACK_S = 120.0
 class OffsetsWorkload(Supervisor):
     """One offsets run's committers. Use as a context manager so none outlives it."""
 
-    min_lifetime_s = 1.0
-    monitor_interval_s = 0.1
+    workload_name = "offsets"
 
     def __init__(
         self, options: OffsetsOptions, cluster: Cluster, run_dir: Path, time_limit: float
@@ -48,15 +47,6 @@ class OffsetsWorkload(Supervisor):
         self.stop_path = self.run_dir / "offsets-stop"
         #: Each slot's group (:meth:`setup` places them when ``one_coordinator``).
         self.group_ids = [options.group_of(slot) for slot in range(options.groups)]
-
-    def __enter__(self) -> OffsetsWorkload:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _supervisor_meta(self) -> dict[str, Any]:
-        return {"workload": "offsets", "role": "supervisor", **self.options.to_dict()}
 
     def setup(self) -> None:
         """The topic whose offsets the groups commit (Kafka refuses commits for a topic it

@@ -94,12 +94,6 @@ class QueueWorkload(Supervisor):
         #: first spawn: building a client may fail, and must not fail half-way into a spawn.
         self._client_command: list[str] | None = None
 
-    def __enter__(self) -> QueueWorkload:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def kill_client(self, process: int) -> None:
         """SIGKILL a client: a crash. The supervisor starts a successor with a new id."""
         with self._lock:

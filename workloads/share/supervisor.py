@@ -65,8 +65,7 @@ PROBE_WAIT_S = 3.0
 class ShareWorkload(Supervisor):
     """One share run's members. Use as a context manager so no member outlives it."""
 
-    min_lifetime_s = 1.0
-    monitor_interval_s = 0.1
+    workload_name = "share"
 
     def __init__(
         self, options: ShareOptions, cluster: Cluster, run_dir: Path, time_limit: float
@@ -86,15 +85,6 @@ class ShareWorkload(Supervisor):
             self.processes_dir / "share-monitor.jsonl",
             options.monitor_s,
         )
-
-    def __enter__(self) -> ShareWorkload:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _supervisor_meta(self) -> dict[str, Any]:
-        return {"workload": "share", "role": "supervisor", **self.options.to_dict()}
 
     # --- set-up ----------------------------------------------------------------------
 

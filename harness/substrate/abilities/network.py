@@ -25,16 +25,18 @@ class NetworkCuts(Nodes[N]):
     def _cut_links(self, groups: tuple[list[int], ...]) -> None:
         raise NotImplementedError
 
-    def cut_controller(self, node_id: int) -> None:
-        """Cut ``node_id`` from the controller quorum alone: its controller port dropped
-        both ways, while replication and the clients' traffic still flow (the controller
-        fences it and moves its partitions; it goes on acting as their leader). Undone by
-        :meth:`heal`."""
+    def cut_controller(self, node_id: int, *, followers: bool = False) -> None:
+        """Cut ``node_id`` from the controller quorum: its controller port dropped both
+        ways, while replication and the clients' traffic still flow (the controller fences
+        it and moves its partitions; it goes on acting as their leader). With
+        ``followers``, its inter-broker listener is closed to its peers as well: its
+        followers cannot fetch from it, so whatever it writes from then on is on its log
+        alone, while it still fetches from its own leaders. Undone by :meth:`heal`."""
         self.node(node_id)
-        self._cut_controller_link(node_id)
+        self._cut_controller_link(node_id, followers)
         self._cut.add(node_id)  # its metadata goes stale
 
-    def _cut_controller_link(self, node_id: int) -> None:
+    def _cut_controller_link(self, node_id: int, followers: bool) -> None:
         raise HarnessError(
             f"the {getattr(self, 'backend', 'this')} backend cannot cut a node from the "
             "controllers alone (the process backend can)"

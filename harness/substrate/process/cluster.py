@@ -247,10 +247,13 @@ class Cluster(ClusterBase[KafkaNode]):
                     for b in h:
                         self.net.cut(a, b)
 
-    def _cut_controller_link(self, node_id: int) -> None:
-        """iptables rules on the controller port inside the node's namespace."""
+    def _cut_controller_link(self, node_id: int, followers: bool) -> None:
+        """iptables rules on the controller port inside the node's namespace (and on its
+        own inter-broker listener, for ``followers``)."""
         assert self.net is not None
         self.net.cut_port(node_id, CONTROLLER_PORT)
+        if followers:
+            self.net.close_listener(node_id, INTERNAL_PORT)
 
     def _heal_links(self) -> None:
         if self.net is not None:

@@ -152,6 +152,15 @@ class BridgeNetwork:
             rule = ["-A", CHAIN, "-p", "tcp", flag, str(port), "-j", "DROP"]
             _sh(["ip", "netns", "exec", ns, "iptables", "-w", *rule])
 
+    def close_listener(self, node_id: int, port: int) -> None:
+        """Drop TCP to and from node ``node_id``'s own ``port`` in its namespace: its peers
+        cannot reach its listener there, while its own connections to their listeners still
+        flow (healed with the partitions)."""
+        node = self.node(node_id)
+        for ends in (["-d", node.ip, "--dport"], ["-s", node.ip, "--sport"]):
+            rule = ["-A", CHAIN, "-p", "tcp", *ends, str(port), "-j", "DROP"]
+            _sh(["ip", "netns", "exec", node.netns, "iptables", "-w", *rule])
+
     def heal(self) -> None:
         for node in self.nodes:
             _sh(["ip", "netns", "exec", node.netns, "iptables", "-w", "-F", CHAIN], check=False)
@@ -209,6 +218,9 @@ class LoopbackNetwork:
 
     def cut_port(self, node_id: int, port: int) -> None:
         raise HarnessError("cuts need network namespaces (run as root); loopback mode")
+
+    def close_listener(self, node_id: int, port: int) -> None:
+        self.cut_port(node_id, port)
 
     def heal(self) -> None:
         pass

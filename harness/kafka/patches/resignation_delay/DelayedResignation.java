@@ -3,6 +3,7 @@ package kafkaharness.patches;
 import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
 import java.security.ProtectionDomain;
+import java.util.concurrent.atomic.AtomicLong;
 import org.objectweb.asm.ClassReader;
 import org.objectweb.asm.ClassVisitor;
 import org.objectweb.asm.ClassWriter;
@@ -10,25 +11,46 @@ import org.objectweb.asm.MethodVisitor;
 import org.objectweb.asm.Opcodes;
 
 /**
- * A Java agent that makes a broker slow to give up a group coordinator: every call of
- * {@code GroupCoordinatorService.onResignation} first sleeps the agent's argument in
- * milliseconds, then runs as released. Nothing else changes.
+ * A Java agent that makes a broker slow to give up its group coordinators once per metadata
+ * update: the first call of {@code GroupCoordinatorService.onResignation} after a quiet spell
+ * sleeps the agent's argument in milliseconds, then every call runs as released. Nothing else
+ * changes.
  *
- * <p>The broker's metadata publisher calls it right after the replica manager has made the
- * broker a follower of a {@code __consumer_offsets} partition (truncation and fetching from
- * the new leader start then, on the fetcher thread). A busy CPU or a GC pause can delay that
- * call by tens of milliseconds; the agent delays it every time, so the new leader's high
- * watermark always reaches the broker while its coordinator is still active. Whether the
- * coordinator then applies it to commits it wrote itself is the broker's own code: Kafka
- * 4.3.0 does (KAFKA-20634), 4.3.1 and later ignore it. The broker logs one line when the
- * class is patched.
+ * <p>The broker's metadata publisher calls it for each {@code __consumer_offsets} partition
+ * the broker follows after an update, one after another, once the replica manager has made
+ * the broker a follower of them (truncation and fetching from the new leaders start then, on
+ * the fetcher threads). A busy CPU or a GC pause can delay those calls by tens of
+ * milliseconds; the agent delays them once, as one such pause would, so the new leaders' high
+ * watermarks reach the broker while its coordinators are still active. Whether a coordinator
+ * then applies one to commits it wrote itself is the broker's own code: Kafka 4.3.0 does
+ * (KAFKA-20634), 4.3.1 and later ignore it. The broker logs one line when the class is
+ * patched.
  */
 public final class DelayedResignation {
     static final String SERVICE = "org/apache/kafka/coordinator/group/GroupCoordinatorService";
     static final String METHOD = "onResignation";
     static final String DESC = "(ILjava/util/OptionalInt;)V";
+    static final String SELF = "kafkaharness/patches/DelayedResignation";
+    /** Calls this close after the last pause belong to the same update: no pause. */
+    static final long QUIET_NS = 5_000_000_000L;
+    /** When the last pause ended (System.nanoTime), or 0 before the first. */
+    static final AtomicLong LAST_PAUSE = new AtomicLong(0L);
 
     private DelayedResignation() {}
+
+    /** Called first thing in every patched onResignation. */
+    public static void pause(long delayMs) {
+        long last = LAST_PAUSE.get();
+        if (last != 0L && System.nanoTime() - last < QUIET_NS) {
+            return;
+        }
+        try {
+            Thread.sleep(delayMs);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        LAST_PAUSE.set(System.nanoTime());
+    }
 
     public static void premain(String args, Instrumentation inst) {
         long delayMs = args == null || args.isEmpty() ? 1000L : Long.parseLong(args.trim());
@@ -41,7 +63,8 @@ public final class DelayedResignation {
                 }
                 byte[] out = patch(bytes, delayMs);
                 System.err.println("kafka-harness broker patch resignation-delay: " + name
-                    + (out == null ? " NOT patched (method not found)" : " patched, " + delayMs + " ms"));
+                    + (out == null ? " NOT patched (method not found)"
+                       : " patched, " + delayMs + " ms once per update"));
                 return out;
             }
         });
@@ -63,9 +86,9 @@ public final class DelayedResignation {
                     @Override
                     public void visitCode() {
                         super.visitCode();
-                        // Thread.sleep(delayMs): a checked exception is no matter to bytecode.
+                        // DelayedResignation.pause(delayMs)
                         super.visitLdcInsn(delayMs);
-                        super.visitMethodInsn(Opcodes.INVOKESTATIC, "java/lang/Thread", "sleep", "(J)V", false);
+                        super.visitMethodInsn(Opcodes.INVOKESTATIC, SELF, "pause", "(J)V", false);
                     }
                 };
             }
