@@ -103,6 +103,29 @@ def test_partition(ctx: FaultContext) -> None:
     assert c.can_reach(a, b) and not c.net.rules(a)
 
 
+def test_a_closed_listener_stops_the_peers_but_not_the_brokers_own_connections(
+    ctx: FaultContext,
+) -> None:
+    """What ``controller-cut`` shuts the cut broker's followers out with: its peers cannot
+    reach its inter-broker listener, while it still reaches theirs (it goes on fetching as
+    a follower) and its other listeners stay open."""
+    from harness.substrate.process.node import CLIENT_PORT, INTERNAL_PORT
+
+    c = ctx.cluster
+    if not c.uses_netns:
+        pytest.skip("needs namespaces")
+    a, b = sorted(c.node_ids())[:2]
+    ip_a, ip_b = c.node(a).net.ip, c.node(b).net.ip
+    try:
+        c.net.close_listener(a, INTERNAL_PORT)
+        assert not c.net.can_connect(b, ip_a, INTERNAL_PORT)
+        assert c.net.can_connect(a, ip_b, INTERNAL_PORT)
+        assert c.net.can_connect(b, ip_a, CLIENT_PORT)
+    finally:
+        c.heal()
+    assert c.net.can_connect(b, ip_a, INTERNAL_PORT) and not c.net.rules(a)
+
+
 def test_client_cut_down_and_timeout(ctx: FaultContext) -> None:
     c = ctx.cluster
     d = _run(ctx, "client-cut", mode="down", role="random", pick=0)

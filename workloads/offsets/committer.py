@@ -2,10 +2,11 @@
 
 ``python -m workloads.offsets.committer --config JSON`` (the keys:
 :meth:`workloads.offsets.options.OffsetsOptions.committer_config`) runs one history process
-for one group. Each round it reads the group's committed offset of its partition, then
-commits the next offset with a plain synchronous commit, the way an application calls
-``commitSync``. Reading before every commit is what makes a lost commit visible: a group that
-only kept committing would overwrite the loss with its next commit. After the stop file
+for one group. Each round it reads the group's committed offset of its partition (again,
+until a read completes), then commits the next offset with a plain synchronous commit, the
+way an application calls ``commitSync``. Reading before every commit is what makes a lost
+commit visible: a group that only kept committing would overwrite the loss with its next
+commit. After the stop file
 appears it reads once more (the final read) and exits. The ops are documented in
 ``docs/history-format.md``, "Workload offsets".
 
@@ -120,21 +121,32 @@ class Committer:
             elif os.getppid() != self.parent:
                 return EXIT_ORPHANED
             else:
-                got = self.read(float(c["read_timeout_s"]))
+                got = self.read_back(float(c["read_timeout_s"]))
                 if got is not False and got is not None:
                     self.next_offset = max(self.next_offset, got + 1)
                 self.commit()
                 time.sleep(c["interval_ms"] / 1000)
         return EXIT_OK
 
+    def read_back(self, within: float) -> int | bool | None:
+        """Read until one read completes, or ``within`` seconds: what :meth:`read` gives.
+
+        The next commit must not go out before the last one acknowledged was read back. A
+        read refused right after the coordinator moved (``NOT_COORDINATOR``: librdkafka
+        returns it, and finds the new coordinator meanwhile) would otherwise let the next
+        commit overwrite a lost one unseen.
+        """
+        deadline = time.monotonic() + within
+        while True:
+            got = self.read(float(self.cfg["read_timeout_s"]))
+            if got is not False or time.monotonic() > deadline or self.stopping is not None:
+                return got
+            time.sleep(0.2)  # the coordinator is moving: ask again shortly
+
     def final_read(self) -> int:
         """Read until one read completes (the cluster may still be settling after the
         faults), or until the final deadline."""
-        deadline = time.monotonic() + float(self.cfg["final_timeout_s"])
-        while self.read(float(self.cfg["read_timeout_s"])) is False:
-            if time.monotonic() > deadline or self.stopping is not None:
-                break
-            time.sleep(0.5)  # the coordinator is moving: try again shortly
+        self.read_back(float(self.cfg["final_timeout_s"]))
         return EXIT_OK
 
     def close(self) -> None:
