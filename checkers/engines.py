@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 F = TypeVar("F")
 T = TypeVar("T")
 
-#: The engines a family judges with.
-ENGINES = ("spark", "python")
+#: The engines a family judges with, Spark and the Python reference: the names a part
+#: records for the one that judged it (``engine``) and ``--engine`` takes
+#: (:data:`checkers.judge.ENGINES`).
+SPARK, PYTHON = "spark", "python"
+ENGINES = (SPARK, PYTHON)
 
 
 def history_of(run_dir: str | Path) -> Path:
@@ -57,7 +60,7 @@ def judge_with(
     """``(found, None)`` by ``engine`` (on ``spark``, else in a session of its own), or
     ``(None, error)`` when Spark failed; a failure of the reference is raised."""
     check_engine(engine)
-    if engine == "python":
+    if engine == PYTHON:
         return python(facts, max_examples), None
     try:
         if spark is not None:

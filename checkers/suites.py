@@ -25,11 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checkers.engines import PYTHON, SPARK
 from history.logdump import CheckerInputError
-
-#: The two engines' names, as a part records the one that judged it (``engine``) and as
-#: ``--engine`` takes them (:data:`checkers.judge.ENGINES`).
-SPARK, PYTHON = "spark", "python"
 
 
 @dataclass(frozen=True)

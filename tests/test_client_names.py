@@ -29,10 +29,7 @@ ALLOWED = {
     ("harness/run/runner.py", "python"): "config.json's key of the harness's Python version",
     ("harness/kafka/install.py", "java"): "shutil.which('java'): the JVM Kafka runs on",
     ("harness/substrate/docker/plan.py", "java"): "the JVM executable in the broker image",
-    ("checkers/streams/run.py", "python"): "the streams checker's reference engine",
-    ("checkers/share/run.py", "python"): "the share checker's reference engine",
-    ("checkers/offsets/run.py", "python"): "the offsets checker's reference engine",
-    ("checkers/suites.py", "python"): "the checkers' engine names (--engine python)",
+    ("checkers/engines.py", "python"): "the checkers' engine names (--engine python)",
 }
 #: Catalogues of named runs: which client each scenario runs is data, like a test's
 #: parameters (``eos-java-kills`` runs ``--client java``); nothing in them branches on it.

@@ -332,6 +332,30 @@ SCENARIOS: dict[str, Scenario] = {
         # Share groups (KIP-932, GA in 4.2): members paused past their locks, killed with
         # records acquired, broker faults at the share-partition leaders and the group
         # coordinator; a member that commits before it processes loses records when killed.
+        *(
+            Scenario(
+                name,
+                workload="share",
+                client=client,
+                nemesis="all",
+                time_limit=60,
+                nemesis_interval=6,
+                nemesis_duration=17,  # past the 15 s record lock
+                min_kafka="4.2.0",
+            )
+            for name, client in (("share-all", "python"), ("share-java-all", "java"))
+        ),
+        Scenario(
+            "broken-share-accept-before-process",
+            workload="share",
+            flags=("--variant", "accept-before-process"),
+            nemesis="crash-clients",
+            time_limit=30,
+            expected="invalid",
+            min_kafka="4.2.0",
+        ),
+        # KAFKA-20742 (F11): partitions added under load start at the latest offset under
+        # share.auto.offset.reset=latest before 4.4.0 (records lost); from 4.4.0 at 0.
         *bug_pair(
             partial(
                 Scenario,
