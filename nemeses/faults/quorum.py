@@ -55,26 +55,27 @@ def controller_cut_params(rng: random.Random, nodes: int, has_clients: bool) -> 
     return {"pick": rng.randrange(1 << 30)}
 
 
-def _client_partitions(ctx: FaultContext) -> dict[str, int]:
-    """Each group the clients name (``ClientControl.group_id`` and ``state_keys``), with the
-    ``__consumer_offsets`` partition that holds it."""
+def _client_partitions(ctx: FaultContext) -> Counter[int]:
+    """How many of the groups the clients name (``ClientControl.group_id`` and
+    ``state_keys``) each ``__consumer_offsets`` partition holds."""
     c, clients = ctx.cluster, ctx.clients
     if clients is None:
-        return {}
+        return Counter()
     keys = [clients.group_id] + [k.key for k in clients.state_keys() if k.topic == OFFSETS]
-    return {key: c.coordinator_partition(OFFSETS, key) for key in keys}
+    return Counter(c.coordinator_partition(OFFSETS, key) for key in keys)
 
 
-def _busiest_coordinator(ctx: FaultContext, pick: int) -> tuple[int, str]:
-    """The broker that coordinates most of the clients' groups (ties: by the pick), or a
-    broker by the pick when the clients name no group."""
+def _busiest_coordinator(homes: Counter[int], ctx: FaultContext, pick: int) -> tuple[int, str]:
+    """The broker that coordinates most of the clients' groups (``homes``: groups per
+    partition; ties broken by the pick), or a broker by the pick when they name no group.
+    One leader lookup per partition, however many groups it holds."""
     c = ctx.cluster
     counts: Counter[int] = Counter()
-    for partition in _client_partitions(ctx).values():
+    for partition, groups in homes.items():
         with contextlib.suppress(Exception):  # no live broker knows the log yet
             node = c.leader(OFFSETS, partition)
             if node is not None:
-                counts[node] += 1
+                counts[node] += groups
     if not counts:
         nodes = sorted(c.node_ids())
         return nodes[pick % len(nodes)], "random node (no group coordinator known)"
@@ -89,15 +90,13 @@ def controller_cut_start(ctx: FaultContext, params: dict[str, Any]) -> dict[str,
     c = ctx.cluster
     if not c.uses_netns:
         raise FaultError("a controller cut needs network namespaces (root)")
-    target, why = _busiest_coordinator(ctx, int(params.get("pick", 0)))
+    homes = _client_partitions(ctx)
+    target, why = _busiest_coordinator(homes, ctx, int(params.get("pick", 0)))
     led = [p for p in range(c.partition_count(OFFSETS)) if c.leader(OFFSETS, p) == target]
-    homes = set(_client_partitions(ctx).values())
     # The partitions whose commits matter: the clients' own (all of them without clients).
     aimed = [p for p in led if p in homes] or led
     c.cut_controller(target, followers=True)
-    details: dict[str, Any] = {
-        "targets": [target], "why": why, "led": led, "aimed": aimed, "moved": [],
-    }  # fmt: skip
+    details: dict[str, Any] = {"targets": [target], "why": why, "led": led, "moved": []}
     if not aimed:
         return details
     verify(
@@ -156,10 +155,10 @@ def controller_cut_stop(ctx: FaultContext, details: dict[str, Any]) -> dict[str,
     verify(lambda: target in c.registered_brokers(), MOVE_TIMEOUT_S, f"node {target} back")
     # Back in sync: it has truncated and caught up, so the next fault cannot cut the
     # leader it fetches from before it has.
-    aimed = details.get("aimed", [])
+    moved = details.get("moved", [])
     verify(
-        lambda: all(target in c.isr(OFFSETS, p) for p in aimed),
+        lambda: all(target in c.isr(OFFSETS, p) for p in moved),
         MOVE_TIMEOUT_S,
-        f"node {target} back in the in-sync replicas of {OFFSETS} {aimed}",
+        f"node {target} back in the in-sync replicas of {OFFSETS} {moved}",
     )
     return {"healed": True}
